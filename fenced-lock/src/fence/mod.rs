@@ -1,0 +1,40 @@
+//! Resource-side fences: the check that actually enforces exclusion.
+//!
+//! A lock only tells a client it *should* be alone. A client that pauses (GC,
+//! swap, a stalled network) can wake up after its lease expired and another
+//! client took over, and still believe it holds the lock. The fence makes
+//! that harmless: the resource remembers the largest [`FencingToken`] it has
+//! admitted and refuses anything smaller. Equal tokens are admitted, so one
+//! holder can write many times.
+
+use std::future::Future;
+
+use crate::{FenceError, FencingToken};
+
+#[cfg(feature = "memory")]
+pub mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(feature = "redis")]
+pub mod redis;
+
+/// A store of "largest admitted token" per resource.
+pub trait Fence: Send + Sync {
+    /// Admits `token` for `resource` if it is at least the largest token
+    /// admitted so far (recording it), otherwise fails with
+    /// [`FenceError::Stale`]. Atomic: concurrent admits never let a lower token
+    /// pass after a higher one was recorded.
+    fn admit(
+        &self,
+        resource: &str,
+        token: FencingToken,
+    ) -> impl Future<Output = Result<(), FenceError>> + Send;
+}
+
+pub(crate) fn check_resource(resource: &str) -> Result<(), FenceError> {
+    if resource.is_empty() {
+        Err(FenceError::EmptyResource)
+    } else {
+        Ok(())
+    }
+}

@@ -1,0 +1,169 @@
+//! Conformance suite on a real Redis (127.0.0.1:6379).
+//! Override with `FENCED_LOCK_REDIS` (a `redis://` URL).
+#![cfg(feature = "redis")]
+
+#[path = "conformance/mod.rs"]
+mod conformance;
+
+use std::time::Duration;
+
+use conformance::{FenceHarness, Harness};
+use fenced_lock::{
+    Fence, FenceError, FencingToken, LockBackend, LockError, RedisBackend, RedisFence,
+    RedisOptions,
+};
+
+fn url() -> String {
+    std::env::var("FENCED_LOCK_REDIS").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into())
+}
+
+/// Each harness uses its own random key prefix.
+struct Rd {
+    prefix: String,
+}
+
+impl Rd {
+    fn options(&self) -> RedisOptions {
+        RedisOptions::default().prefix(&self.prefix)
+    }
+}
+
+impl Harness for Rd {
+    type B = RedisBackend;
+    async fn client(&self) -> RedisBackend {
+        RedisBackend::connect_with(&url(), self.options())
+            .await
+            .expect("Redis at 127.0.0.1:6379 (set FENCED_LOCK_REDIS to override)")
+    }
+    fn ttl(&self) -> Duration {
+        Duration::from_millis(300)
+    }
+    async fn break_lock(&self, key: &str) {
+        let b = self.client().await;
+        let client = redis::Client::open(url()).unwrap();
+        let mut c = client.get_multiplexed_async_connection().await.unwrap();
+        let n: i64 = redis::cmd("DEL")
+            .arg(b.lock_key(key))
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+}
+
+impl FenceHarness for Rd {
+    type F = RedisFence;
+    async fn fence(&self) -> RedisFence {
+        RedisFence::connect(&url(), &format!("{}fence-res:", self.prefix))
+            .await
+            .expect("Redis fence")
+    }
+}
+
+async fn harness() -> Rd {
+    Rd {
+        prefix: format!("fl-test-{:016x}:", rand::random::<u64>()),
+    }
+}
+
+lock_suite!(harness());
+fence_suite!(harness());
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fence_stops_paused_holder() {
+    let h = harness().await;
+    let f = Rd {
+        prefix: h.prefix.clone(),
+    };
+    conformance::fence_stops_paused_holder(h, f).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_server_is_a_typed_error() {
+    let err = RedisBackend::connect_with(
+        "redis://127.0.0.1:1/",
+        RedisOptions::default().op_timeout(Duration::from_secs(3)),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, LockError::Unavailable { .. }), "{err}");
+    let err = RedisFence::connect("redis://127.0.0.1:1/", "x:")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, FenceError::Unavailable { .. }), "{err}");
+}
+
+/// The fence counter never expires and survives release, so tokens never reset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counter_is_persistent_and_never_expires() {
+    let h = harness().await;
+    let b = h.client().await;
+    let key = conformance::unique("ctr");
+    let l = b.try_acquire(&key, h.ttl()).await.unwrap().unwrap();
+    let tok = l.token();
+    assert!(b.release(l).await.unwrap());
+    let client = redis::Client::open(url()).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let (v, ttl): (u64, i64) = redis::pipe()
+        .get(b.counter_key(&key))
+        .pttl(b.counter_key(&key))
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(v, tok.get());
+    assert_eq!(ttl, -1, "counter must not expire");
+    let _: () = redis::cmd("DEL")
+        .arg(b.counter_key(&key))
+        .query_async(&mut c)
+        .await
+        .unwrap();
+}
+
+/// With no replicas, `WAIT 1` cannot be satisfied: acquisition fails and the
+/// lock is released rather than held unreplicated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_replicas_fails_closed() {
+    let h = harness().await;
+    let b = RedisBackend::connect_with(
+        &url(),
+        h.options().wait_for_replicas(1, Duration::from_millis(50)),
+    )
+    .await
+    .unwrap();
+    let key = conformance::unique("wait");
+    let err = b.try_acquire(&key, h.ttl()).await.unwrap_err();
+    assert!(err.to_string().contains("replicas"), "{err}");
+    let plain = h.client().await;
+    let l = plain.try_acquire(&key, h.ttl()).await.unwrap();
+    assert!(l.is_some(), "failed acquisition left the lock held");
+}
+
+/// The fenced-write script writes only when the token is admitted; the
+/// surviving value is the one written by the highest token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_set_writes_only_with_current_token() {
+    let h = harness().await;
+    let f = h.fence().await;
+    let res = conformance::unique("doc");
+    let data = format!("{}data:{{{res}}}", h.prefix);
+    let t = |n| FencingToken::new(n).unwrap();
+    let mut joins = Vec::new();
+    for n in [3u64, 9, 1, 7, 5, 2, 8, 4, 6] {
+        let f = f.clone();
+        let res = res.clone();
+        let data = data.clone();
+        joins.push(tokio::spawn(async move {
+            let _ = f.fenced_set(&res, t(n), &data, n.to_string().as_bytes()).await;
+        }));
+    }
+    for j in joins {
+        j.await.unwrap();
+    }
+    let client = redis::Client::open(url()).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let v: String = redis::cmd("GET").arg(&data).query_async(&mut c).await.unwrap();
+    assert_eq!(v, "9");
+    let err = f.fenced_set(&res, t(8), &data, b"late").await.unwrap_err();
+    assert_eq!(err.as_stale().and_then(|s| s.current), Some(t(9)));
+    f.admit(&res, t(9)).await.unwrap();
+}
