@@ -1,0 +1,369 @@
+//! `lockaudit.toml`: schema, discovery (nearest file walking up from each analysed file, or
+//! `--config`), and validation with messages that name the file, the line and the key.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use globset::{GlobBuilder, GlobMatcher};
+use serde::Deserialize;
+
+use crate::diag::{ToolError, line_col, toml_error_at};
+use crate::directives::DeclaredPurpose;
+use crate::lints::{self, Level};
+use crate::packs::{Pack, PackSet};
+
+pub const FILE_NAME: &str = "lockaudit.toml";
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawConfig {
+    #[serde(default)]
+    default_purpose: Option<String>,
+    /// Extra rule packs, relative to this file.
+    #[serde(default)]
+    packs: Vec<String>,
+    #[serde(default)]
+    classify: Vec<RawClassify>,
+    #[serde(default)]
+    rules: BTreeMap<String, toml::Table>,
+    /// Globs (relative to this file) of files not to analyse.
+    #[serde(default)]
+    exclude: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawClassify {
+    path: Option<String>,
+    function: Option<String>,
+    key: Option<String>,
+    purpose: String,
+    fenced_by: Option<String>,
+}
+
+/// What a site's purpose is when nothing in the code says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DefaultPurpose {
+    Unclassified,
+    Declared(DeclaredPurpose),
+}
+
+#[derive(Debug)]
+pub struct ClassifyRule {
+    pub path: Option<GlobMatcher>,
+    pub function: Option<GlobMatcher>,
+    pub key: Option<GlobMatcher>,
+    pub purpose: DeclaredPurpose,
+    pub fenced_by: Option<String>,
+}
+
+/// Validated settings of one rule.
+#[derive(Debug, Clone)]
+pub struct RuleOptions {
+    pub levels: HashMap<&'static str, Level>,
+    /// `long-deadline`: the longest TTL accepted, in milliseconds.
+    pub max_ttl_ms: u64,
+}
+
+impl Default for RuleOptions {
+    fn default() -> Self {
+        RuleOptions {
+            levels: lints::RULES
+                .iter()
+                .map(|r| (r.id, r.default_level))
+                .collect(),
+            max_ttl_ms: 60_000,
+        }
+    }
+}
+
+/// A loaded, validated configuration.
+#[derive(Debug)]
+pub struct Config {
+    /// The file it came from (`None`: built-in defaults).
+    pub path: Option<PathBuf>,
+    /// Globs are relative to this folder.
+    pub base: PathBuf,
+    pub default_purpose: DefaultPurpose,
+    pub classify: Vec<ClassifyRule>,
+    pub rules: RuleOptions,
+    pub exclude: Vec<GlobMatcher>,
+    pub packs: Arc<PackSet>,
+}
+
+impl Config {
+    pub fn defaults(base: PathBuf, builtin: &[Pack]) -> Result<Config, ToolError> {
+        Ok(Config {
+            path: None,
+            base,
+            default_purpose: DefaultPurpose::Unclassified,
+            classify: Vec::new(),
+            rules: RuleOptions::default(),
+            exclude: Vec::new(),
+            packs: Arc::new(PackSet::new(builtin.to_vec())?),
+        })
+    }
+
+    pub fn load(path: &Path, builtin: &[Pack]) -> Result<Config, ToolError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ToolError::Io {
+            path: path.to_path_buf(),
+            message: format!("cannot read config: {e}"),
+        })?;
+        Config::parse(path, &text, builtin)
+    }
+
+    pub fn parse(path: &Path, text: &str, builtin: &[Pack]) -> Result<Config, ToolError> {
+        let err = |needle: &str, message: String| {
+            let (line, column) = text.find(needle).map_or((1, 1), |o| line_col(text, o));
+            ToolError::Config {
+                path: path.to_path_buf(),
+                line,
+                column,
+                message,
+            }
+        };
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let (line, column, message) = toml_error_at(text, &e);
+            ToolError::Config {
+                path: path.to_path_buf(),
+                line,
+                column,
+                message,
+            }
+        })?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let default_purpose = match raw.default_purpose.as_deref() {
+            None | Some("unclassified") => DefaultPurpose::Unclassified,
+            Some("efficiency") => DefaultPurpose::Declared(DeclaredPurpose::Efficiency),
+            Some("correctness") => DefaultPurpose::Declared(DeclaredPurpose::Correctness),
+            Some(other) => {
+                return Err(err(
+                    "default-purpose",
+                    format!(
+                        "`default-purpose` is `{other}`; expected \"unclassified\", \"efficiency\" or \"correctness\""
+                    ),
+                ));
+            }
+        };
+        let mut classify = Vec::new();
+        for (i, c) in raw.classify.iter().enumerate() {
+            let at = nth_table_line(text, "[[classify]]", i);
+            let cerr = |message: String| ToolError::Config {
+                path: path.to_path_buf(),
+                line: at,
+                column: 1,
+                message,
+            };
+            let purpose = match c.purpose.as_str() {
+                "efficiency" => DeclaredPurpose::Efficiency,
+                "correctness" => DeclaredPurpose::Correctness,
+                other => {
+                    return Err(cerr(format!(
+                        "[[classify]] #{}: `purpose` is `{other}`; expected \"efficiency\" or \"correctness\"",
+                        i + 1
+                    )));
+                }
+            };
+            if c.path.is_none() && c.function.is_none() && c.key.is_none() {
+                return Err(cerr(format!(
+                    "[[classify]] #{} matches nothing: give `path`, `function` or `key`",
+                    i + 1
+                )));
+            }
+            let glob = |g: &Option<String>,
+                        key: &str,
+                        sep: bool|
+             -> Result<Option<GlobMatcher>, ToolError> {
+                g.as_ref()
+                    .map(|g| {
+                        GlobBuilder::new(g)
+                            .literal_separator(sep)
+                            .build()
+                            .map(|g| g.compile_matcher())
+                            .map_err(|e| {
+                                cerr(format!(
+                                    "[[classify]] #{}: bad `{key}` glob `{g}`: {e}",
+                                    i + 1
+                                ))
+                            })
+                    })
+                    .transpose()
+            };
+            classify.push(ClassifyRule {
+                path: glob(&c.path, "path", true)?,
+                function: glob(&c.function, "function", false)?,
+                key: glob(&c.key, "key", false)?,
+                purpose,
+                fenced_by: c.fenced_by.clone(),
+            });
+        }
+        let mut rules = RuleOptions::default();
+        for (id, table) in &raw.rules {
+            let Some(rule) = lints::by_id(id) else {
+                let help = lints::suggest(id)
+                    .map(|s| format!(" (did you mean `{s}`?)"))
+                    .unwrap_or_default();
+                return Err(err(
+                    &format!("[rules.{id}]"),
+                    format!("unknown rule `{id}` in [rules]{help}"),
+                ));
+            };
+            for (key, value) in table {
+                let here = format!("[rules.{id}]");
+                match (key.as_str(), value) {
+                    ("level", toml::Value::String(s)) => {
+                        let level = Level::parse(s).ok_or_else(|| {
+                            err(&here, format!("[rules.{id}] level is `{s}`; expected \"error\", \"warning\", \"note\" or \"off\""))
+                        })?;
+                        rules.levels.insert(rule.id, level);
+                    }
+                    ("max-ttl", toml::Value::String(s)) if rule.id == "long-deadline" => {
+                        let d = humantime::parse_duration(s)
+                            .map_err(|e| err(&here, format!("[rules.long-deadline] max-ttl `{s}`: {e} (write e.g. \"60s\" or \"2m\")")))?;
+                        rules.max_ttl_ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+                    }
+                    (k, _) => {
+                        let known = if rule.id == "long-deadline" {
+                            "`level` and `max-ttl`"
+                        } else {
+                            "`level`"
+                        };
+                        return Err(err(
+                            &here,
+                            format!(
+                                "[rules.{id}]: unknown or mistyped key `{k}`; this rule takes {known}"
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        let mut packs = builtin.to_vec();
+        for p in &raw.packs {
+            let pack_path = base.join(p);
+            let text = std::fs::read_to_string(&pack_path).map_err(|e| {
+                err(
+                    p,
+                    format!("cannot read rule pack `{}`: {e}", pack_path.display()),
+                )
+            })?;
+            packs.push(Pack::parse(&pack_path, &text)?);
+        }
+        let exclude = raw
+            .exclude
+            .iter()
+            .map(|g| {
+                GlobBuilder::new(g)
+                    .literal_separator(true)
+                    .build()
+                    .map(|g| g.compile_matcher())
+                    .map_err(|e| err(g, format!("bad `exclude` glob `{g}`: {e}")))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Config {
+            path: Some(path.to_path_buf()),
+            base,
+            default_purpose,
+            classify,
+            rules,
+            exclude,
+            packs: Arc::new(PackSet::new(packs)?),
+        })
+    }
+
+    /// A path relative to the config's folder, with `/` separators, for globs.
+    pub fn relative(&self, file: &Path) -> String {
+        let rel = file.strip_prefix(&self.base).unwrap_or(file);
+        rel.components()
+            .map(|c| c.as_os_str().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+
+    pub fn excludes(&self, file: &Path) -> bool {
+        let rel = self.relative(file);
+        self.exclude.iter().any(|g| g.is_match(&rel))
+    }
+}
+
+fn nth_table_line(text: &str, header: &str, n: usize) -> usize {
+    text.match_indices(header)
+        .nth(n)
+        .map_or(1, |(o, _)| line_col(text, o).0)
+}
+
+/// Finds and caches configurations: one per folder holding a `lockaudit.toml`.
+pub struct Configs {
+    builtin: Vec<Pack>,
+    forced: Option<Arc<Config>>,
+    by_file: HashMap<PathBuf, Arc<Config>>,
+    by_dir: HashMap<PathBuf, Arc<Config>>,
+    defaults: Option<Arc<Config>>,
+}
+
+impl Configs {
+    pub fn new(builtin: Vec<Pack>, forced: Option<&Path>) -> Result<Configs, ToolError> {
+        let forced = match forced {
+            Some(p) => {
+                if !p.is_file() {
+                    return Err(ToolError::Io {
+                        path: p.to_path_buf(),
+                        message: "no such config file".into(),
+                    });
+                }
+                Some(Arc::new(Config::load(p, &builtin)?))
+            }
+            None => None,
+        };
+        Ok(Configs {
+            builtin,
+            forced,
+            by_file: HashMap::new(),
+            by_dir: HashMap::new(),
+            defaults: None,
+        })
+    }
+
+    /// The configuration in force for files in `dir` (absolute).
+    pub fn for_dir(&mut self, dir: &Path) -> Result<Arc<Config>, ToolError> {
+        if let Some(f) = &self.forced {
+            return Ok(f.clone());
+        }
+        if let Some(c) = self.by_dir.get(dir) {
+            return Ok(c.clone());
+        }
+        let found = dir
+            .ancestors()
+            .map(|d| d.join(FILE_NAME))
+            .find(|p| p.is_file());
+        let cfg = match found {
+            Some(p) => match self.by_file.get(&p) {
+                Some(c) => c.clone(),
+                None => {
+                    let c = Arc::new(Config::load(&p, &self.builtin)?);
+                    self.by_file.insert(p, c.clone());
+                    c
+                }
+            },
+            None => match &self.defaults {
+                Some(d) => d.clone(),
+                None => {
+                    let d = Arc::new(Config::defaults(PathBuf::from("."), &self.builtin)?);
+                    self.defaults = Some(d.clone());
+                    d
+                }
+            },
+        };
+        self.by_dir.insert(dir.to_path_buf(), cfg.clone());
+        Ok(cfg)
+    }
+
+    /// Every distinct configuration handed out, for `--verbose` and for the prefilter.
+    pub fn loaded(&self) -> Vec<Arc<Config>> {
+        let mut v: Vec<Arc<Config>> = self.by_file.values().cloned().collect();
+        v.extend(self.forced.clone());
+        v.extend(self.defaults.clone());
+        v
+    }
+}

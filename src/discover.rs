@@ -1,0 +1,210 @@
+//! Discovery: the one parallel walk over the given paths (gitignore-aware, `target/` skipped), each
+//! thread collecting into its own list; the lists are merged and sorted at the end.
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::Mutex;
+
+use ignore::{WalkBuilder, WalkState};
+
+use crate::diag::{FileError, ToolError};
+
+/// A file to analyse.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Candidate {
+    /// Absolute, lexically normalised (symlinks not resolved).
+    pub abs: PathBuf,
+    /// As shown in reports.
+    pub display: String,
+}
+
+#[derive(Debug, Default)]
+pub struct Discovered {
+    pub files: Vec<Candidate>,
+    pub errors: Vec<FileError>,
+}
+
+/// Removes `.` and resolves `..` lexically, so that display paths do not depend on how a path was typed.
+pub fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// Relative to `cwd` when under it, `/` separators.
+pub fn display_path(abs: &Path, cwd: &Path) -> String {
+    let shown = abs.strip_prefix(cwd).unwrap_or(abs);
+    let s: Vec<String> = shown
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let joined = s.join("/");
+    if abs.is_absolute() && !abs.starts_with(cwd) {
+        format!("/{}", joined.trim_start_matches('/'))
+    } else {
+        joined
+    }
+}
+
+pub fn discover(paths: &[PathBuf], cwd: &Path, threads: usize) -> Result<Discovered, ToolError> {
+    let mut roots = Vec::new();
+    let mut out = Discovered::default();
+    for p in paths {
+        let abs = normalize(&cwd.join(p));
+        match std::fs::symlink_metadata(&abs) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(ToolError::Io {
+                    path: p.clone(),
+                    message: "no such file or directory".into(),
+                });
+            }
+            Err(e) => {
+                return Err(ToolError::Io {
+                    path: p.clone(),
+                    message: e.to_string(),
+                });
+            }
+            Ok(m) if m.file_type().is_symlink() && std::fs::metadata(&abs).is_err() => {
+                out.errors.push(FileError {
+                    path: display_path(&abs, cwd),
+                    line: None,
+                    message: broken_link_message(&abs),
+                });
+            }
+            Ok(_) => roots.push(abs),
+        }
+    }
+    if roots.is_empty() {
+        return Ok(out);
+    }
+    let mut builder = WalkBuilder::new(&roots[0]);
+    for r in &roots[1..] {
+        builder.add(r);
+    }
+    builder
+        .follow_links(false)
+        .require_git(false)
+        .threads(threads)
+        .filter_entry(|e| {
+            !(e.depth() > 0
+                && e.file_type().is_some_and(|t| t.is_dir())
+                && e.file_name() == "target")
+        });
+    let collected: Mutex<Vec<Discovered>> = Mutex::new(Vec::new());
+    builder.build_parallel().run(|| {
+        // Per-thread state: pushed to the shared list once, when the thread's visitor is dropped.
+        let mut mine = Local {
+            found: Discovered::default(),
+            sink: &collected,
+            cwd,
+        };
+        Box::new(move |entry| {
+            mine.visit(entry);
+            WalkState::Continue
+        })
+    });
+    for d in collected.into_inner().unwrap_or_default() {
+        out.files.extend(d.files);
+        out.errors.extend(d.errors);
+    }
+    out.files.sort();
+    out.files.dedup();
+    out.errors.sort();
+    Ok(out)
+}
+
+struct Local<'s> {
+    found: Discovered,
+    sink: &'s Mutex<Vec<Discovered>>,
+    cwd: &'s Path,
+}
+
+impl Local<'_> {
+    fn visit(&mut self, entry: Result<ignore::DirEntry, ignore::Error>) {
+        match entry {
+            Ok(e) => {
+                let path = e.path();
+                let Some(ft) = e.file_type() else { return };
+                let explicit = e.depth() == 0;
+                let is_rs = path.extension().is_some_and(|x| x == "rs");
+                if !is_rs && !(explicit && !ft.is_dir()) {
+                    return;
+                }
+                let display = display_path(path, self.cwd);
+                if ft.is_symlink() {
+                    match std::fs::metadata(path) {
+                        Err(_) => {
+                            self.found.errors.push(FileError {
+                                path: display,
+                                line: None,
+                                message: broken_link_message(path),
+                            });
+                            return;
+                        }
+                        Ok(m) if !m.is_file() => return,
+                        Ok(_) => {}
+                    }
+                } else if !ft.is_file() {
+                    return;
+                }
+                self.found.files.push(Candidate {
+                    abs: path.to_path_buf(),
+                    display,
+                });
+            }
+            Err(err) => {
+                let path = walk_error_path(&err)
+                    .map(|p| display_path(p, self.cwd))
+                    .unwrap_or_default();
+                self.found.errors.push(FileError {
+                    path,
+                    line: None,
+                    message: format!("cannot read: {}", strip_path(&err.to_string())),
+                });
+            }
+        }
+    }
+}
+
+impl Drop for Local<'_> {
+    fn drop(&mut self) {
+        let found = std::mem::take(&mut self.found);
+        if let Ok(mut all) = self.sink.lock() {
+            all.push(found);
+        }
+    }
+}
+
+fn broken_link_message(p: &Path) -> String {
+    match std::fs::read_link(p) {
+        Ok(target) => format!(
+            "broken symbolic link: its target `{}` does not exist",
+            target.display()
+        ),
+        Err(_) => "broken symbolic link".into(),
+    }
+}
+
+fn walk_error_path(e: &ignore::Error) -> Option<&Path> {
+    match e {
+        ignore::Error::WithPath { path, .. } => Some(path),
+        ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
+            walk_error_path(err)
+        }
+        _ => None,
+    }
+}
+
+/// ignore's messages lead with the path, which we print separately.
+fn strip_path(msg: &str) -> String {
+    msg.rsplit(": ").next().unwrap_or(msg).to_string()
+}

@@ -1,0 +1,327 @@
+//! The work: discover -> parse and index (parallel) -> crate indexes -> analyse (parallel) ->
+//! sorted report. Each phase's workers own their state; results are merged and sorted at the end.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use crate::classify::{Classified, classify};
+use crate::config::{Config, Configs};
+use crate::diag::{FileError, ToolError, line_col};
+use crate::directives::Directives;
+use crate::discover::{self, Candidate};
+use crate::lints::{self, Check, Level};
+use crate::model::{CrateIndex, FileIndex, Imports, module_path_for};
+use crate::packs;
+use crate::report::{Finding, Report, SiteRecord};
+use crate::settings::CheckSettings;
+use crate::sites::{self, FileCx};
+use crate::source::{SourceFile, Span};
+
+/// Deeply nested code recurses deeply in syn; give workers room so that no input overflows a stack.
+const WORKER_STACK: usize = 64 * 1024 * 1024;
+
+struct Job {
+    file: Candidate,
+    config: Arc<Config>,
+    crate_root: PathBuf,
+}
+
+struct Indexed {
+    job: usize,
+    source: SourceFile,
+    module: String,
+}
+
+pub struct Outcome {
+    pub report: Report,
+    pub suppressed: usize,
+    pub configs: Vec<PathBuf>,
+}
+
+pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| ToolError::Usage(format!("cannot read the current directory: {e}")))?;
+    let builtin = packs::builtin()?;
+    let found = discover::discover(&settings.paths, &cwd, settings.threads)?;
+    let mut configs = Configs::new(builtin, settings.config.as_deref())?;
+    let mut roots: HashMap<PathBuf, PathBuf> = HashMap::new();
+    let mut jobs = Vec::new();
+    for file in found.files {
+        let dir = file.abs.parent().map(Path::to_path_buf).unwrap_or_default();
+        let config = configs.for_dir(&dir)?;
+        if config.excludes(&file.abs) {
+            continue;
+        }
+        let crate_root = roots
+            .entry(dir.clone())
+            .or_insert_with(|| {
+                dir.ancestors()
+                    .find(|d| d.join("Cargo.toml").is_file())
+                    .unwrap_or(&dir)
+                    .to_path_buf()
+            })
+            .clone();
+        jobs.push(Job {
+            file,
+            config,
+            crate_root,
+        });
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(settings.threads)
+        .stack_size(WORKER_STACK)
+        .build()
+        .map_err(|e| ToolError::Usage(format!("cannot start worker threads: {e}")))?;
+
+    // Phase 1: read, parse, index. syn trees are not Send, so each worker keeps only plain data.
+    let phase1: Vec<Result<(Indexed, FileIndex), FileError>> = pool.install(|| {
+        jobs.par_iter()
+            .enumerate()
+            .map(|(i, job)| index_one(i, job))
+            .collect()
+    });
+    let mut errors = found.errors;
+    let mut indexed = Vec::new();
+    let mut by_crate: HashMap<PathBuf, Vec<FileIndex>> = HashMap::new();
+    for r in phase1 {
+        match r {
+            Ok((ix, fi)) => {
+                by_crate
+                    .entry(jobs[ix.job].crate_root.clone())
+                    .or_default()
+                    .push(fi);
+                indexed.push(ix);
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    let crates: HashMap<PathBuf, CrateIndex> = by_crate
+        .into_iter()
+        .map(|(root, files)| (root.clone(), CrateIndex::new(root, files)))
+        .collect();
+
+    // Phase 2: find sites, classify, run the rules.
+    let outputs: Vec<FileOutput> = pool.install(|| {
+        indexed
+            .par_iter()
+            .map(|ix| {
+                let job = &jobs[ix.job];
+                let empty = CrateIndex::default();
+                let index = crates.get(&job.crate_root).unwrap_or(&empty);
+                analyze_one(ix, job, index, settings)
+            })
+            .collect()
+    });
+    let mut report = Report {
+        errors,
+        files_analyzed: indexed.len(),
+        ..Default::default()
+    };
+    let mut suppressed = 0;
+    for o in outputs {
+        report.sites.extend(o.sites);
+        suppressed += o.suppressed;
+        if !o.findings.is_empty() {
+            report.sources.insert(o.display.clone(), o.text);
+        }
+        report.findings.extend(o.findings);
+    }
+    report.finish();
+    let configs = configs
+        .loaded()
+        .iter()
+        .filter_map(|c| c.path.clone())
+        .collect();
+    Ok(Outcome {
+        report,
+        suppressed,
+        configs,
+    })
+}
+
+fn read_error(job: &Job, line: Option<usize>, message: String) -> FileError {
+    FileError {
+        path: job.file.display.clone(),
+        line,
+        message,
+    }
+}
+
+fn index_one(i: usize, job: &Job) -> Result<(Indexed, FileIndex), FileError> {
+    let bytes = std::fs::read(&job.file.abs)
+        .map_err(|e| read_error(job, None, format!("cannot read: {e}")))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let valid = e.utf8_error().valid_up_to();
+        let prefix = String::from_utf8_lossy(&e.as_bytes()[..valid]).into_owned();
+        let (line, column) = line_col(&prefix, prefix.len());
+        read_error(
+            job,
+            Some(line),
+            format!("not valid UTF-8: invalid byte at line {line}, column {column}"),
+        )
+    })?;
+    let module = module_path_for(&job.crate_root, &job.file.abs);
+    let result = match syn::parse_file(&text) {
+        Ok(ast) => {
+            let mut imports = Imports::new(module.clone());
+            imports.add_items(&ast.items);
+            Ok(FileIndex::build(&ast, &imports))
+        }
+        Err(e) => {
+            let at = e.span().start();
+            Err(read_error(
+                job,
+                Some(at.line.max(1)),
+                format!(
+                    "cannot parse: {e} (line {}, column {})",
+                    at.line.max(1),
+                    at.column + 1
+                ),
+            ))
+        }
+    };
+    // Spans of this file are no longer needed; without this every parsed file stays in memory.
+    proc_macro2::extra::invalidate_current_thread_spans();
+    let fi = result?;
+    let source = SourceFile::new(job.file.abs.clone(), job.file.display.clone(), text);
+    Ok((
+        Indexed {
+            job: i,
+            source,
+            module,
+        },
+        fi,
+    ))
+}
+
+struct FileOutput {
+    display: String,
+    text: Arc<str>,
+    sites: Vec<SiteRecord>,
+    findings: Vec<Finding>,
+    suppressed: usize,
+}
+
+fn analyze_one(
+    ix: &Indexed,
+    job: &Job,
+    index: &CrateIndex,
+    settings: &CheckSettings,
+) -> FileOutput {
+    let src = &ix.source;
+    let config = &job.config;
+    let directives = Directives::scan(src, &|r| lints::by_id(r).is_some());
+    let classified: Vec<Classified> = match syn::parse_file(&src.text) {
+        Ok(ast) => {
+            let mut imports = Imports::new(ix.module.clone());
+            imports.add_items(&ast.items);
+            let cx = FileCx {
+                source: src,
+                imports: &imports,
+                index,
+                packs: &config.packs,
+            };
+            sites::analyze_file(&ast, &cx)
+                .into_iter()
+                .map(|s| classify(s, src, &directives, config))
+                .collect()
+        }
+        Err(_) => Vec::new(), // parsed in phase 1; cannot fail here
+    };
+    proc_macro2::extra::invalidate_current_thread_spans();
+
+    let level_of = |id: &'static str| -> Level {
+        if !settings.selected(id) {
+            return Level::Off;
+        }
+        config.rules.levels.get(id).copied().unwrap_or(Level::Off)
+    };
+    let mut findings = Vec::new();
+    let mut push = |id: &'static str, v: lints::Violation, context: &str| {
+        let severity = level_of(id);
+        if severity == Level::Off {
+            return;
+        }
+        findings.push(make_finding(src, id, severity, v, context));
+    };
+    for rule in lints::RULES {
+        match rule.check {
+            Check::Site(f) => {
+                for c in &classified {
+                    if let Some(v) = f(c, &config.rules) {
+                        let ctx = c.site.function.as_ref().map_or("", |f| f.path.as_str());
+                        push(rule.id, v, ctx);
+                    }
+                }
+            }
+            Check::Directive(f) => {
+                for d in &directives.all {
+                    if let Some(v) = f(d) {
+                        push(rule.id, v, "");
+                    }
+                }
+            }
+        }
+    }
+    let sites = classified
+        .iter()
+        .map(|c| SiteRecord {
+            path: src.display.clone(),
+            line: c.site.span.line,
+            column: c.site.span.column,
+            library: c.site.library.clone(),
+            api: c.site.api.clone(),
+            kind: c.site.kind,
+            purpose: c.purpose,
+            purpose_source: c.source,
+            fenced_by: c.fenced_by.clone(),
+            ttl_ms: c.site.ttl.ms(),
+            fencing: c.site.fencing,
+            function: c.site.function.as_ref().map(|f| f.path.clone()),
+            key: c.site.key.clone(),
+        })
+        .collect();
+    FileOutput {
+        display: src.display.clone(),
+        text: Arc::from(src.text.as_str()),
+        sites,
+        findings,
+        suppressed: 0,
+    }
+}
+
+fn make_finding(
+    src: &SourceFile,
+    rule: &'static str,
+    severity: Level,
+    v: lints::Violation,
+    context: &str,
+) -> Finding {
+    let Span {
+        line,
+        column,
+        end_line,
+        end_column,
+    } = v.span;
+    Finding {
+        rule,
+        severity,
+        path: src.display.clone(),
+        line,
+        column,
+        end_line,
+        end_column,
+        message: v.message,
+        help: v.help,
+        fingerprint: String::new(),
+        line_text: crate::report::normalize_line(src.line(line)),
+        context: context.to_string(),
+        utf16: (
+            src.utf16_column(line, column),
+            src.utf16_column(end_line, end_column),
+        ),
+    }
+}

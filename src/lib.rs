@@ -1,0 +1,20 @@
+//! lockaudit: a static analyzer for distributed-lock use in Rust code.
+//!
+//! The pipeline, one module per stage: [`discover`] -> parse and [`model`] (in [`engine`]) ->
+//! [`sites`] (matched against [`packs`]) -> [`classify`] (with [`directives`] and [`config`]) ->
+//! [`lints`] -> [`report`].
+
+pub mod classify;
+pub mod cli;
+pub mod config;
+pub mod diag;
+pub mod directives;
+pub mod discover;
+pub mod engine;
+pub mod lints;
+pub mod model;
+pub mod packs;
+pub mod report;
+pub mod settings;
+pub mod sites;
+pub mod source;

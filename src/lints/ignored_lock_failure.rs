@@ -1,0 +1,56 @@
+use super::{Violation, lock_name};
+use crate::classify::Classified;
+use crate::config::RuleOptions;
+use crate::sites::Failure;
+
+/// ## What it does
+/// Flags an acquisition whose failure does not stop the work it protects: the result discarded
+/// (`let _ = …`, a bare statement, `.ok();`), replaced by a default (`unwrap_or*`), an
+/// `if let Err`/`match` failure branch that neither returns, breaks, continues, panics nor propagates
+/// while the code after it runs, a `pg_try_advisory_lock` whose boolean is never tested (or thrown
+/// away by `execute`), a `SET … NX` reply never looked at, or sqlx `try_acquire`'s `Either::Right`
+/// never matched.
+///
+/// ## Why it matters
+/// A try-lock that fails tells you someone else holds the lock. Carrying on anyway is running the
+/// protected work with no lock at all, and so is proceeding when the lock service is unreachable.
+/// The failure path is exactly when two workers run at once.
+///
+/// ## Example
+/// ```rust
+/// let _ = manager.lock(b"import", ttl).await;
+/// import(file).await?;
+///
+/// if let Err(e) = manager.lock(b"import", ttl).await {
+///     warn!("could not lock: {e}");
+/// }
+/// import(file).await?;
+/// ```
+///
+/// ## Use instead
+/// ```rust
+/// let lock = manager.lock(b"import", ttl).await?;
+/// import(file).await?;
+///
+/// let acquired: bool = row.get(0);
+/// if !acquired {
+///     return Ok(()); // someone else is importing
+/// }
+/// ```
+///
+/// ## Known limits
+/// The result is followed through its method chain and through local variables in the same
+/// function. Once it is passed to another function, stored or returned, that code is trusted to
+/// check it.
+pub struct IgnoredLockFailure;
+
+pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {
+    let Failure::Ignored { reason } = &c.site.failure else {
+        return None;
+    };
+    Some(Violation {
+        span: c.site.span,
+        message: format!("{} may fail, but {reason}", lock_name(c)),
+        help: "stop when the lock is not acquired: propagate the error with `?`, return, or skip the protected work".into(),
+    })
+}

@@ -1,0 +1,347 @@
+//! Literal evaluation: strings (also through `const`, `concat!`, `format!` with literal parts, raw
+//! strings) and numbers and durations (`30_000`, `Duration::from_secs(30)`, `TTL * 2`, `as` casts),
+//! following locals and the crate's constants.
+
+use syn::Expr;
+
+/// A value known at analysis time.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Int(i128),
+    Float(f64),
+    Str(String),
+    Bool(bool),
+    /// Milliseconds.
+    Duration(f64),
+    /// `None`: an optional argument left out.
+    None,
+}
+
+impl Value {
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Value::Int(i) => Some(*i as f64),
+            Value::Float(f) => Some(*f),
+            _ => None,
+        }
+    }
+}
+
+/// Where names in an expression are looked up.
+pub trait Lookup {
+    /// The initialiser of a local variable visible at this point.
+    fn local(&self, name: &str) -> Option<&Expr>;
+    /// A crate constant's value by the path written in code.
+    fn constant(&self, path: &syn::Path) -> Option<Value>;
+    /// Canonical path of a function path written in code (for `Duration::from_secs` and friends).
+    fn resolve_fn(&self, path: &syn::Path) -> String;
+}
+
+const MAX_DEPTH: usize = 24;
+
+pub fn eval(expr: &Expr, env: &dyn Lookup) -> Option<Value> {
+    eval_depth(expr, env, 0)
+}
+
+pub fn eval_str(expr: &Expr, env: &dyn Lookup) -> Option<String> {
+    match eval(expr, env)? {
+        Value::Str(s) => Some(s),
+        _ => None,
+    }
+}
+
+fn eval_depth(expr: &Expr, env: &dyn Lookup, depth: usize) -> Option<Value> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    let ev = |e: &Expr| eval_depth(e, env, depth + 1);
+    match expr {
+        Expr::Lit(l) => lit(&l.lit),
+        Expr::Paren(p) => ev(&p.expr),
+        Expr::Group(g) => ev(&g.expr),
+        Expr::Reference(r) => ev(&r.expr),
+        Expr::Cast(c) => match ev(&c.expr)? {
+            Value::Float(f) if is_int_type(&c.ty) => Some(Value::Int(f as i128)),
+            v => Some(v),
+        },
+        Expr::Unary(u) => match (&u.op, ev(&u.expr)?) {
+            (syn::UnOp::Neg(_), Value::Int(i)) => Some(Value::Int(-i)),
+            (syn::UnOp::Neg(_), Value::Float(f)) => Some(Value::Float(-f)),
+            (syn::UnOp::Not(_), Value::Bool(b)) => Some(Value::Bool(!b)),
+            (syn::UnOp::Deref(_), v) => Some(v),
+            _ => None,
+        },
+        Expr::Binary(b) => binary(&b.op, ev(&b.left)?, ev(&b.right)?),
+        Expr::Path(p) => {
+            if p.path.segments.len() == 1 && p.qself.is_none() {
+                let name = p.path.segments[0].ident.to_string();
+                if name == "None" {
+                    return Some(Value::None);
+                }
+                if let Some(init) = env.local(&name) {
+                    return ev(init);
+                }
+            }
+            env.constant(&p.path)
+        }
+        Expr::Call(c) => {
+            let Expr::Path(f) = &*c.func else { return None };
+            let path = env.resolve_fn(&f.path);
+            let last = path.rsplit("::").next().unwrap_or(&path);
+            let args: Vec<Option<Value>> = c.args.iter().map(ev).collect();
+            let num = |i: usize| args.get(i).cloned().flatten().and_then(|v| v.as_f64());
+            if last == "Some"
+                || last == "Ok"
+                || last == "from"
+                || last == "new" && !is_duration_type(&path)
+            {
+                return args.first().cloned().flatten();
+            }
+            if !is_duration_type(&path) {
+                return None;
+            }
+            let ms = match last {
+                "from_secs" | "from_secs_f64" | "from_secs_f32" | "seconds" | "seconds_f64"
+                | "seconds_f32" => num(0)? * 1000.0,
+                "from_millis" | "milliseconds" => num(0)?,
+                "from_micros" | "microseconds" => num(0)? / 1000.0,
+                "from_nanos" | "nanoseconds" => num(0)? / 1_000_000.0,
+                "from_mins" | "minutes" => num(0)? * 60_000.0,
+                "from_hours" | "hours" => num(0)? * 3_600_000.0,
+                "from_days" | "days" => num(0)? * 86_400_000.0,
+                "new" => num(0)? * 1000.0 + num(1).unwrap_or(0.0) / 1_000_000.0,
+                _ => return None,
+            };
+            Some(Value::Duration(ms))
+        }
+        Expr::MethodCall(m) => {
+            let recv = ev(&m.receiver);
+            let method = m.method.to_string();
+            match (method.as_str(), recv) {
+                ("as_millis", Some(Value::Duration(ms))) => Some(Value::Int(ms as i128)),
+                ("as_secs", Some(Value::Duration(ms))) => Some(Value::Int((ms / 1000.0) as i128)),
+                ("as_secs_f64" | "as_secs_f32", Some(Value::Duration(ms))) => {
+                    Some(Value::Float(ms / 1000.0))
+                }
+                (
+                    "into" | "clone" | "to_owned" | "to_string" | "try_into" | "unwrap" | "expect"
+                    | "as_str",
+                    Some(v),
+                ) => Some(v),
+                ("saturating_mul" | "checked_mul" | "wrapping_mul", Some(v)) => binary(
+                    &syn::BinOp::Mul(Default::default()),
+                    v,
+                    ev(m.args.first()?)?,
+                ),
+                _ => None,
+            }
+        }
+        Expr::Macro(m) => eval_macro(&m.mac, env, depth),
+        Expr::Block(b) if b.block.stmts.len() == 1 => match &b.block.stmts[0] {
+            syn::Stmt::Expr(e, None) => ev(e),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `concat!` of literals and `format!` whose arguments are known (only positional `{}` and inline
+/// `{name}` of known locals).
+fn eval_macro(mac: &syn::Macro, env: &dyn Lookup, depth: usize) -> Option<Value> {
+    let name = mac.path.segments.last()?.ident.to_string();
+    let args = mac
+        .parse_body_with(syn::punctuated::Punctuated::<Expr, syn::Token![,]>::parse_terminated)
+        .ok()?;
+    let mut args = args.iter();
+    match name.as_str() {
+        "concat" => {
+            let mut out = String::new();
+            for a in args {
+                match eval_depth(a, env, depth + 1)? {
+                    Value::Str(s) => out.push_str(&s),
+                    Value::Int(i) => out.push_str(&i.to_string()),
+                    Value::Float(f) => out.push_str(&f.to_string()),
+                    Value::Bool(b) => out.push_str(&b.to_string()),
+                    _ => return None,
+                }
+            }
+            Some(Value::Str(out))
+        }
+        "format" | "formatcp" => {
+            let Value::Str(fmt) = eval_depth(args.next()?, env, depth + 1)? else {
+                return None;
+            };
+            // Only the literal text matters for what we look for (SQL function names, command
+            // names); unknown placeholders become `?` rather than failing the whole string.
+            let mut out = String::new();
+            let mut rest = fmt.as_str();
+            while let Some(i) = rest.find(['{', '}']) {
+                out.push_str(&rest[..i]);
+                let tail = &rest[i..];
+                if tail.starts_with("{{") || tail.starts_with("}}") {
+                    out.push_str(&tail[..1]);
+                    rest = &tail[2..];
+                } else if tail.starts_with('{') {
+                    let end = tail.find('}').unwrap_or(tail.len() - 1);
+                    let val = args.next().and_then(|a| eval_depth(a, env, depth + 1));
+                    match val {
+                        Some(Value::Str(s)) => out.push_str(&s),
+                        Some(Value::Int(n)) => out.push_str(&n.to_string()),
+                        _ => out.push('?'),
+                    }
+                    rest = &tail[end + 1..];
+                } else {
+                    out.push('}');
+                    rest = &tail[1..];
+                }
+            }
+            out.push_str(rest);
+            Some(Value::Str(out))
+        }
+        "stringify" => Some(Value::Str(mac.tokens.to_string())),
+        _ => None,
+    }
+}
+
+fn lit(l: &syn::Lit) -> Option<Value> {
+    match l {
+        syn::Lit::Str(s) => Some(Value::Str(s.value())),
+        syn::Lit::ByteStr(s) => Some(Value::Str(String::from_utf8_lossy(&s.value()).into_owned())),
+        syn::Lit::CStr(s) => Some(Value::Str(s.value().to_string_lossy().into_owned())),
+        syn::Lit::Int(i) => i.base10_parse::<i128>().ok().map(Value::Int),
+        syn::Lit::Float(f) => f.base10_parse::<f64>().ok().map(Value::Float),
+        syn::Lit::Bool(b) => Some(Value::Bool(b.value)),
+        _ => None,
+    }
+}
+
+fn binary(op: &syn::BinOp, l: Value, r: Value) -> Option<Value> {
+    use syn::BinOp::*;
+    match (l, r) {
+        (Value::Int(a), Value::Int(b)) => Some(Value::Int(match op {
+            Add(_) => a.checked_add(b)?,
+            Sub(_) => a.checked_sub(b)?,
+            Mul(_) => a.checked_mul(b)?,
+            Div(_) => a.checked_div(b)?,
+            Rem(_) => a.checked_rem(b)?,
+            Shl(_) => a.checked_shl(u32::try_from(b).ok()?)?,
+            _ => return None,
+        })),
+        (Value::Duration(a), Value::Duration(b)) => match op {
+            Add(_) => Some(Value::Duration(a + b)),
+            Sub(_) => Some(Value::Duration(a - b)),
+            _ => None,
+        },
+        (Value::Duration(d), n) | (n, Value::Duration(d)) => {
+            let n = n.as_f64()?;
+            match op {
+                Mul(_) => Some(Value::Duration(d * n)),
+                Div(_) if n != 0.0 => Some(Value::Duration(d / n)),
+                _ => None,
+            }
+        }
+        (a, b) => {
+            let (a, b) = (a.as_f64()?, b.as_f64()?);
+            Some(Value::Float(match op {
+                Add(_) => a + b,
+                Sub(_) => a - b,
+                Mul(_) => a * b,
+                Div(_) if b != 0.0 => a / b,
+                _ => return None,
+            }))
+        }
+    }
+}
+
+fn is_int_type(ty: &syn::Type) -> bool {
+    matches!(ty, syn::Type::Path(p) if p.path.get_ident().is_some_and(|i| {
+        let s = i.to_string();
+        s.starts_with('u') || s.starts_with('i')
+    }))
+}
+
+/// `Duration::from_secs`, `std::time::Duration::from_millis`, `chrono::Duration::seconds`,
+/// `time::Duration::seconds`, `tokio::time::Duration::…`.
+fn is_duration_type(fn_path: &str) -> bool {
+    let ty = fn_path.rsplit_once("::").map_or("", |(t, _)| t);
+    ty == "Duration"
+        || ty.ends_with("::Duration")
+        || ty == "TimeDelta"
+        || ty.ends_with("::TimeDelta")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Env;
+    impl Lookup for Env {
+        fn local(&self, _: &str) -> Option<&Expr> {
+            None
+        }
+        fn constant(&self, p: &syn::Path) -> Option<Value> {
+            p.is_ident("BASE").then_some(Value::Int(1000))
+        }
+        fn resolve_fn(&self, p: &syn::Path) -> String {
+            p.segments
+                .iter()
+                .map(|s| s.ident.to_string())
+                .collect::<Vec<_>>()
+                .join("::")
+        }
+    }
+
+    fn ev(src: &str) -> Option<Value> {
+        eval(
+            &syn::parse_str::<Expr>(src).expect("expression parses"),
+            &Env,
+        )
+    }
+
+    #[test]
+    fn numbers_and_durations() {
+        assert_eq!(ev("30_000"), Some(Value::Int(30_000)));
+        assert_eq!(ev("BASE * 90"), Some(Value::Int(90_000)));
+        assert_eq!(
+            ev("Duration::from_secs(90)"),
+            Some(Value::Duration(90_000.0))
+        );
+        assert_eq!(
+            ev("std::time::Duration::from_millis(BASE * 2)"),
+            Some(Value::Duration(2000.0))
+        );
+        assert_eq!(
+            ev("Duration::from_secs(2) * 3"),
+            Some(Value::Duration(6000.0))
+        );
+        assert_eq!(
+            ev("Duration::from_secs(30).as_millis() as usize"),
+            Some(Value::Int(30_000))
+        );
+        assert_eq!(
+            ev("chrono::Duration::minutes(2)"),
+            Some(Value::Duration(120_000.0))
+        );
+        assert_eq!(
+            ev("Some(Duration::from_secs(5))"),
+            Some(Value::Duration(5000.0))
+        );
+        assert_eq!(ev("unknown(3)"), None);
+    }
+
+    #[test]
+    fn strings() {
+        assert_eq!(
+            ev(r##"r#"SELECT pg_advisory_lock($1)"#"##),
+            Some(Value::Str("SELECT pg_advisory_lock($1)".into()))
+        );
+        assert_eq!(
+            ev(r#"concat!("SELECT ", "pg_try_advisory_lock(", 42, ")")"#),
+            Some(Value::Str("SELECT pg_try_advisory_lock(42)".into()))
+        );
+        assert_eq!(
+            ev(r#"format!("SELECT pg_advisory_lock({})", id)"#),
+            Some(Value::Str("SELECT pg_advisory_lock(?)".into()))
+        );
+    }
+}

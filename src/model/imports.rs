@@ -1,0 +1,348 @@
+//! Name resolution: `use` trees, `extern crate`, `crate::`/`self::`/`super::`, and the module path
+//! of a file from its place in the crate.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::ty::Ty;
+
+/// The names a module brings into scope.
+#[derive(Debug, Clone, Default)]
+pub struct Imports {
+    /// The module this scope belongs to, as `crate::a::b` (just `crate` at the root).
+    pub module: String,
+    /// Local name -> canonical path.
+    names: HashMap<String, String>,
+    /// Canonical prefixes of `use prefix::*`.
+    globs: Vec<String>,
+    /// Child modules declared in this module (`mod x;` / `mod x { … }`), for 2018-style relative paths.
+    child_modules: Vec<String>,
+}
+
+impl Imports {
+    pub fn new(module: String) -> Imports {
+        Imports {
+            module,
+            ..Default::default()
+        }
+    }
+
+    /// A nested scope (an inline `mod`, or a function body with its own `use` items).
+    pub fn child_module(&self, name: &str) -> Imports {
+        Imports::new(format!("{}::{name}", self.module))
+    }
+
+    pub fn add_child_module(&mut self, name: &str) {
+        self.child_modules.push(name.to_string());
+    }
+
+    /// Records the `use` items and `mod` declarations of a list of items.
+    pub fn add_items(&mut self, items: &[syn::Item]) {
+        for item in items {
+            match item {
+                syn::Item::Mod(m) => self.add_child_module(&m.ident.to_string()),
+                _ => {}
+            }
+        }
+        for item in items {
+            match item {
+                syn::Item::Use(u) => self.add_use(&u.tree, Vec::new(), u.leading_colon.is_some()),
+                syn::Item::ExternCrate(e) => {
+                    let name = e.ident.to_string();
+                    let local = e
+                        .rename
+                        .as_ref()
+                        .map_or(name.clone(), |(_, r)| r.to_string());
+                    if name != "self" {
+                        self.names.insert(local, name);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    pub fn add_use(&mut self, tree: &syn::UseTree, mut prefix: Vec<String>, leading_colon: bool) {
+        match tree {
+            syn::UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                self.add_use(&p.tree, prefix, leading_colon);
+            }
+            syn::UseTree::Name(n) => {
+                let name = n.ident.to_string();
+                if name == "self" {
+                    // `use a::b::{self}` imports `b`.
+                    if let Some(last) = prefix.last().cloned() {
+                        let canon = self.canonical_use(&prefix, leading_colon);
+                        self.names.insert(last, canon);
+                    }
+                } else {
+                    prefix.push(name.clone());
+                    let canon = self.canonical_use(&prefix, leading_colon);
+                    self.names.insert(name, canon);
+                }
+            }
+            syn::UseTree::Rename(r) => {
+                let name = r.ident.to_string();
+                if name != "self" {
+                    prefix.push(name);
+                }
+                let canon = self.canonical_use(&prefix, leading_colon);
+                let rename = r.rename.to_string();
+                if rename != "_" {
+                    self.names.insert(rename, canon);
+                } else {
+                    // `use Trait as _` still brings the trait's methods into scope.
+                    self.names.insert(format!("_ as {canon}"), canon);
+                }
+            }
+            syn::UseTree::Glob(_) => {
+                let canon = self.canonical_use(&prefix, leading_colon);
+                self.globs.push(canon);
+            }
+            syn::UseTree::Group(g) => {
+                for t in &g.items {
+                    self.add_use(t, prefix.clone(), leading_colon);
+                }
+            }
+        }
+    }
+
+    /// The canonical form of a `use` path: relative forms become `crate::…`; the first segment of an
+    /// already-imported name is expanded (`use redis::aio; use aio::ConnectionManager;`).
+    fn canonical_use(&self, segs: &[String], leading_colon: bool) -> String {
+        if leading_colon {
+            return segs.join("::");
+        }
+        self.canonical(segs)
+    }
+
+    fn canonical(&self, segs: &[String]) -> String {
+        let Some(first) = segs.first() else {
+            return String::new();
+        };
+        let rest = &segs[1..];
+        let join = |head: &str| {
+            if rest.is_empty() {
+                head.to_string()
+            } else {
+                format!("{head}::{}", rest.join("::"))
+            }
+        };
+        match first.as_str() {
+            "crate" => join("crate"),
+            "self" => join(&self.module),
+            "super" => {
+                let mut module = parent(&self.module).to_string();
+                let mut rest = rest;
+                while rest.first().is_some_and(|s| s == "super") {
+                    module = parent(&module).to_string();
+                    rest = &rest[1..];
+                }
+                if rest.is_empty() {
+                    module
+                } else {
+                    format!("{module}::{}", rest.join("::"))
+                }
+            }
+            _ => {
+                if let Some(canon) = self.names.get(first) {
+                    join(canon)
+                } else if self.child_modules.iter().any(|m| m == first) {
+                    join(&format!("{}::{first}", self.module))
+                } else {
+                    segs.join("::")
+                }
+            }
+        }
+    }
+
+    /// Resolves a path written in code. `self_ty` is the `impl` type, for `Self`.
+    /// `known` says whether a candidate names something we know (for glob imports and same-module items).
+    pub fn resolve(
+        &self,
+        path: &syn::Path,
+        self_ty: Option<&Ty>,
+        known: &dyn Fn(&str) -> bool,
+    ) -> String {
+        let segs: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        if path.leading_colon.is_some() {
+            return segs.join("::");
+        }
+        self.resolve_segments(&segs, self_ty, known)
+    }
+
+    pub fn resolve_segments(
+        &self,
+        segs: &[String],
+        self_ty: Option<&Ty>,
+        known: &dyn Fn(&str) -> bool,
+    ) -> String {
+        let Some(first) = segs.first() else {
+            return String::new();
+        };
+        if first == "Self" {
+            if let Some(t) = self_ty {
+                let mut out = t.path.clone();
+                for s in &segs[1..] {
+                    out.push_str("::");
+                    out.push_str(s);
+                }
+                return out;
+            }
+        }
+        if self.names.contains_key(first) || matches!(first.as_str(), "crate" | "self" | "super") {
+            return self.canonical(segs);
+        }
+        // Not imported: an item of this module, a glob import, or an external crate path.
+        let local = format!("{}::{}", self.module, segs.join("::"));
+        if known(&local) {
+            return local;
+        }
+        for g in &self.globs {
+            let cand = format!("{g}::{}", segs.join("::"));
+            if known(&cand) {
+                return cand;
+            }
+        }
+        self.canonical(segs)
+    }
+
+    /// Is the trait with this canonical path usable by method-call syntax here?
+    pub fn trait_in_scope(&self, trait_path: &str) -> bool {
+        if self.names.values().any(|v| v == trait_path) {
+            return true;
+        }
+        let parent = parent(trait_path);
+        // `use redis::*` or `use redis::prelude::*` bring the traits along.
+        self.globs.iter().any(|g| {
+            g == parent || g.ends_with("::prelude") && g.starts_with(first_segment(trait_path))
+        })
+    }
+
+    /// Does any import come from this crate? Cheap relevance test for packs.
+    pub fn mentions_crate(&self, krate: &str) -> bool {
+        self.names
+            .values()
+            .chain(self.globs.iter())
+            .any(|v| first_segment(v) == krate)
+    }
+}
+
+pub fn parent(path: &str) -> &str {
+    path.rfind("::").map_or("crate", |i| &path[..i])
+}
+
+pub fn first_segment(path: &str) -> &str {
+    path.split("::").next().unwrap_or(path)
+}
+
+/// The module path of a file, from its place in its crate: `src/jobs/import.rs` -> `crate::jobs::import`,
+/// `src/lib.rs` -> `crate`. Files outside `src/` (tests, examples, fixtures) are named by their path
+/// from the crate root so that two such files never share a module.
+pub fn module_path_for(crate_root: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(crate_root).unwrap_or(file);
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let Some(last) = parts.pop() else {
+        return "crate".into();
+    };
+    let stem = last.strip_suffix(".rs").unwrap_or(&last).to_string();
+    if parts.first().is_some_and(|p| p == "src") {
+        parts.remove(0);
+        if parts.first().is_some_and(|p| p == "bin") {
+            // Each binary is its own crate root.
+            parts.clear();
+            if stem == "main" {
+                return "crate".into();
+            }
+            return "crate".into();
+        }
+        if parts.is_empty() && (stem == "lib" || stem == "main") {
+            return "crate".into();
+        }
+    }
+    if stem != "mod" {
+        parts.push(stem);
+    }
+    let mut out = String::from("crate");
+    for p in parts {
+        out.push_str("::");
+        out.push_str(&p.replace('-', "_"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn imports(src: &str, module: &str) -> Imports {
+        let file: syn::File = syn::parse_str(src).expect("test source parses");
+        let mut i = Imports::new(module.into());
+        i.add_items(&file.items);
+        i
+    }
+
+    fn resolve(i: &Imports, path: &str) -> String {
+        let p: syn::Path = syn::parse_str(path).expect("path parses");
+        i.resolve(&p, None, &|_| false)
+    }
+
+    #[test]
+    fn use_trees() {
+        let i = imports(
+            "use rslock::{LockManager as LM, self as rl}; use redis::{aio::{self, ConnectionManager}, *}; \
+             use crate::locks::Wrapper; use super::db::Pool; use self::inner::X; mod inner {} \
+             extern crate etcd_client as etcd;",
+            "crate::jobs::import",
+        );
+        assert_eq!(resolve(&i, "LM"), "rslock::LockManager");
+        assert_eq!(resolve(&i, "rl::Lock"), "rslock::Lock");
+        assert_eq!(
+            resolve(&i, "aio::MultiplexedConnection"),
+            "redis::aio::MultiplexedConnection"
+        );
+        assert_eq!(
+            resolve(&i, "ConnectionManager"),
+            "redis::aio::ConnectionManager"
+        );
+        assert_eq!(resolve(&i, "Wrapper"), "crate::locks::Wrapper");
+        assert_eq!(resolve(&i, "Pool"), "crate::jobs::db::Pool");
+        assert_eq!(resolve(&i, "X"), "crate::jobs::import::inner::X");
+        assert_eq!(resolve(&i, "inner::Y"), "crate::jobs::import::inner::Y");
+        assert_eq!(resolve(&i, "etcd::Client"), "etcd_client::Client");
+        assert_eq!(resolve(&i, "::std::sync::Mutex"), "std::sync::Mutex");
+        assert!(
+            i.trait_in_scope("redis::AsyncCommands"),
+            "glob import of redis brings its traits"
+        );
+        let known = |p: &str| p == "redis::Commands";
+        let p: syn::Path = syn::parse_str("Commands").expect("parses");
+        assert_eq!(i.resolve(&p, None, &known), "redis::Commands");
+    }
+
+    #[test]
+    fn module_paths() {
+        let root = Path::new("/r");
+        assert_eq!(module_path_for(root, Path::new("/r/src/lib.rs")), "crate");
+        assert_eq!(
+            module_path_for(root, Path::new("/r/src/jobs/import.rs")),
+            "crate::jobs::import"
+        );
+        assert_eq!(
+            module_path_for(root, Path::new("/r/src/jobs/mod.rs")),
+            "crate::jobs"
+        );
+        assert_eq!(
+            module_path_for(root, Path::new("/r/tests/it.rs")),
+            "crate::tests::it"
+        );
+        assert_eq!(
+            module_path_for(root, Path::new("/r/src/bin/tool.rs")),
+            "crate"
+        );
+    }
+}

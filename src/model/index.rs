@@ -1,0 +1,288 @@
+//! The crate index: structs and their field types, type aliases, function return types and
+//! constants of every analysed file, so that `self.field`, `helper()` and `TTL` resolve across files.
+//!
+//! Built in two steps because syn trees are not `Send`: each worker extracts a [`FileIndex`] (plain
+//! data) while it has the tree, and the run merges them into one [`CrateIndex`] per crate root.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use super::imports::Imports;
+use super::ty::Ty;
+
+/// What one file contributes to its crate's index.
+#[derive(Debug, Default, Clone)]
+pub struct FileIndex {
+    pub structs: Vec<(String, Vec<(String, Ty)>)>,
+    pub aliases: Vec<(String, Ty)>,
+    /// Function or method path -> declared return type.
+    pub fns: Vec<(String, Ty)>,
+    /// Constant or static path -> (initialiser source, defining module).
+    pub consts: Vec<(String, String, String)>,
+    /// Functions that return `Self` resolve to their impl type; recorded as such in `fns`.
+    pub modules: Vec<String>,
+}
+
+impl FileIndex {
+    pub fn build(file: &syn::File, imports: &Imports) -> FileIndex {
+        let mut out = FileIndex::default();
+        out.modules.push(imports.module.clone());
+        out.items(&file.items, imports);
+        out
+    }
+
+    fn items(&mut self, items: &[syn::Item], imports: &Imports) {
+        let module = imports.module.clone();
+        for item in items {
+            match item {
+                syn::Item::Struct(s) => {
+                    let path = format!("{module}::{}", s.ident);
+                    let fields = s
+                        .fields
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, f)| {
+                            let name = f.ident.as_ref().map_or(i.to_string(), |id| id.to_string());
+                            ty_of(&f.ty, imports, None).map(|t| (name, t))
+                        })
+                        .collect();
+                    self.structs.push((path, fields));
+                }
+                syn::Item::Type(t) => {
+                    if let Some(ty) = ty_of(&t.ty, imports, None) {
+                        self.aliases.push((format!("{module}::{}", t.ident), ty));
+                    }
+                }
+                syn::Item::Fn(f) => {
+                    if let Some(ret) = ret_ty(&f.sig, imports, None) {
+                        self.fns.push((format!("{module}::{}", f.sig.ident), ret));
+                    }
+                }
+                syn::Item::Const(c) => self.consts.push((
+                    format!("{module}::{}", c.ident),
+                    quote::ToTokens::to_token_stream(&c.expr).to_string(),
+                    module.clone(),
+                )),
+                syn::Item::Static(s) => self.consts.push((
+                    format!("{module}::{}", s.ident),
+                    quote::ToTokens::to_token_stream(&s.expr).to_string(),
+                    module.clone(),
+                )),
+                syn::Item::Impl(imp) => {
+                    let Some(self_ty) = ty_of(&imp.self_ty, imports, None) else {
+                        continue;
+                    };
+                    for it in &imp.items {
+                        match it {
+                            syn::ImplItem::Fn(f) => {
+                                if let Some(ret) = ret_ty(&f.sig, imports, Some(&self_ty)) {
+                                    self.fns
+                                        .push((format!("{}::{}", self_ty.path, f.sig.ident), ret));
+                                }
+                            }
+                            syn::ImplItem::Const(c) => self.consts.push((
+                                format!("{}::{}", self_ty.path, c.ident),
+                                quote::ToTokens::to_token_stream(&c.expr).to_string(),
+                                module.clone(),
+                            )),
+                            _ => {}
+                        }
+                    }
+                }
+                syn::Item::Mod(m) => {
+                    if let Some((_, content)) = &m.content {
+                        let mut child = imports.child_module(&m.ident.to_string());
+                        child.add_items(content);
+                        self.modules.push(child.module.clone());
+                        self.items(content, &child);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn ret_ty(sig: &syn::Signature, imports: &Imports, self_ty: Option<&Ty>) -> Option<Ty> {
+    match &sig.output {
+        syn::ReturnType::Default => None,
+        syn::ReturnType::Type(_, t) => ty_of(t, imports, self_ty),
+    }
+}
+
+/// Converts a written type into a [`Ty`], resolving names through the imports. References, groups
+/// and parentheses are transparent; `impl Trait` / `dyn Trait` become the trait.
+pub fn ty_of(t: &syn::Type, imports: &Imports, self_ty: Option<&Ty>) -> Option<Ty> {
+    ty_with(t, imports, self_ty, &|_| false)
+}
+
+pub fn ty_with(
+    t: &syn::Type,
+    imports: &Imports,
+    self_ty: Option<&Ty>,
+    known: &dyn Fn(&str) -> bool,
+) -> Option<Ty> {
+    match t {
+        syn::Type::Path(p) => {
+            if p.qself.is_some() {
+                return None;
+            }
+            let path = imports.resolve(&p.path, self_ty, known);
+            if path == "Self" {
+                return self_ty.cloned();
+            }
+            if let Some(st) = self_ty
+                && p.path.segments.len() == 1
+                && p.path.segments[0].ident == "Self"
+            {
+                return Some(st.clone());
+            }
+            let args = p
+                .path
+                .segments
+                .last()
+                .map(|seg| match &seg.arguments {
+                    syn::PathArguments::AngleBracketed(a) => a
+                        .args
+                        .iter()
+                        .filter_map(|g| match g {
+                            syn::GenericArgument::Type(t) => ty_with(t, imports, self_ty, known),
+                            _ => None,
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                })
+                .unwrap_or_default();
+            Some(Ty { path, args })
+        }
+        syn::Type::Reference(r) => ty_with(&r.elem, imports, self_ty, known),
+        syn::Type::Paren(p) => ty_with(&p.elem, imports, self_ty, known),
+        syn::Type::Group(g) => ty_with(&g.elem, imports, self_ty, known),
+        syn::Type::ImplTrait(i) => i.bounds.iter().find_map(|b| match b {
+            syn::TypeParamBound::Trait(tb) => {
+                Some(Ty::simple(imports.resolve(&tb.path, self_ty, known)))
+            }
+            _ => None,
+        }),
+        syn::Type::TraitObject(o) => o.bounds.iter().find_map(|b| match b {
+            syn::TypeParamBound::Trait(tb) => {
+                Some(Ty::simple(imports.resolve(&tb.path, self_ty, known)))
+            }
+            _ => None,
+        }),
+        _ => None,
+    }
+}
+
+/// One crate's merged index.
+#[derive(Debug, Default)]
+pub struct CrateIndex {
+    pub root: PathBuf,
+    structs: HashMap<String, HashMap<String, Ty>>,
+    aliases: HashMap<String, Ty>,
+    fns: HashMap<String, Ty>,
+    consts: HashMap<String, (String, String)>,
+    /// Simple name -> canonical paths, for names a file uses without importing (same-module items
+    /// declared in another file of the module are rare; this is the fallback).
+    simple: HashMap<String, Vec<String>>,
+}
+
+impl CrateIndex {
+    pub fn new(root: PathBuf, files: impl IntoIterator<Item = FileIndex>) -> CrateIndex {
+        let mut idx = CrateIndex {
+            root,
+            ..Default::default()
+        };
+        for f in files {
+            for (path, fields) in f.structs {
+                idx.add_simple(&path);
+                idx.structs.insert(path, fields.into_iter().collect());
+            }
+            for (path, ty) in f.aliases {
+                idx.add_simple(&path);
+                idx.aliases.insert(path, ty);
+            }
+            for (path, ty) in f.fns {
+                idx.fns.insert(path, ty);
+            }
+            for (path, src, module) in f.consts {
+                idx.add_simple(&path);
+                idx.consts.insert(path, (src, module));
+            }
+        }
+        idx
+    }
+
+    fn add_simple(&mut self, path: &str) {
+        let simple = path.rsplit("::").next().unwrap_or(path).to_string();
+        self.simple
+            .entry(simple)
+            .or_default()
+            .push(path.to_string());
+    }
+
+    /// Is this canonical path an item of the crate?
+    pub fn knows(&self, path: &str) -> bool {
+        self.structs.contains_key(path)
+            || self.aliases.contains_key(path)
+            || self.fns.contains_key(path)
+            || self.consts.contains_key(path)
+    }
+
+    /// Expands aliases and settles names that resolution left bare (`Locks` declared in a sibling
+    /// file of the same crate) when exactly one item of the crate has that name.
+    pub fn normalize(&self, ty: &Ty) -> Ty {
+        let mut t = ty.clone();
+        for _ in 0..8 {
+            let path = self.settle(&t.path);
+            match self.aliases.get(&path) {
+                Some(target) => t = target.clone(),
+                None => {
+                    t.path = path;
+                    break;
+                }
+            }
+        }
+        t.args = t.args.iter().map(|a| self.normalize(a)).collect();
+        t
+    }
+
+    fn settle(&self, path: &str) -> String {
+        if path.contains("::") {
+            return path.to_string();
+        }
+        match self.simple.get(path).map(Vec::as_slice) {
+            Some([only]) => only.clone(),
+            _ => path.to_string(),
+        }
+    }
+
+    pub fn field(&self, owner: &Ty, field: &str) -> Option<Ty> {
+        let owner = self.normalize(owner);
+        self.structs
+            .get(&owner.path)?
+            .get(field)
+            .map(|t| self.normalize(t))
+    }
+
+    pub fn fn_return(&self, path: &str) -> Option<Ty> {
+        self.fns
+            .get(&self.settle(path))
+            .or_else(|| self.fns.get(path))
+            .map(|t| self.normalize(t))
+    }
+
+    pub fn method_return(&self, owner: &Ty, method: &str) -> Option<Ty> {
+        let owner = self.normalize(owner);
+        self.fns
+            .get(&format!("{}::{method}", owner.path))
+            .map(|t| self.normalize(t))
+    }
+
+    /// A constant's initialiser source and defining module.
+    pub fn constant(&self, path: &str) -> Option<&(String, String)> {
+        self.consts
+            .get(path)
+            .or_else(|| self.consts.get(&self.settle(path)))
+    }
+}

@@ -1,0 +1,12 @@
+//! The semantic model: what the syntax means, as far as a single-crate, type-annotation-driven
+//! analysis can tell. syn gives syntax only; this layer resolves names (`use` trees, module paths),
+//! remembers the crate's structs, aliases, functions and constants, and evaluates literals.
+
+pub mod eval;
+pub mod imports;
+pub mod index;
+pub mod ty;
+
+pub use imports::{Imports, module_path_for};
+pub use index::{CrateIndex, FileIndex};
+pub use ty::Ty;

@@ -1,0 +1,98 @@
+//! A resolved type: a canonical path and its generic arguments.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// `tokio::sync::Mutex<rslock::LockManager>` is `Ty { path: "tokio::sync::Mutex", args: [Ty { path: "rslock::LockManager" }] }`.
+/// Crate-local paths start with `crate::`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Ty {
+    pub path: String,
+    pub args: Vec<Ty>,
+}
+
+impl Ty {
+    pub fn simple(path: impl Into<String>) -> Ty {
+        Ty {
+            path: path.into(),
+            args: Vec::new(),
+        }
+    }
+
+    pub fn last_segment(&self) -> &str {
+        self.path.rsplit("::").next().unwrap_or(&self.path)
+    }
+
+    /// Strips the layers that do not change which lock a value is: smart pointers, `Option`,
+    /// `Result`'s success type. References are already gone (they are not paths).
+    pub fn peeled(&self) -> &Ty {
+        let mut t = self;
+        loop {
+            let transparent = matches!(
+                t.last_segment(),
+                "Arc"
+                    | "Rc"
+                    | "Box"
+                    | "Option"
+                    | "Result"
+                    | "Cow"
+                    | "Pin"
+                    | "ManuallyDrop"
+                    | "Weak"
+            ) && is_std_like(&t.path);
+            match t.args.first() {
+                Some(inner) if transparent => t = inner,
+                _ => return t,
+            }
+        }
+    }
+
+    /// The value a guard of this lock-like container hands out: `Mutex<T>`/`RwLock<T>` etc. give `T`.
+    pub fn guarded_inner(&self) -> Option<&Ty> {
+        let container = matches!(
+            self.last_segment(),
+            "Mutex"
+                | "RwLock"
+                | "RefCell"
+                | "Cell"
+                | "OnceCell"
+                | "OnceLock"
+                | "ReentrantMutex"
+                | "FairMutex"
+        );
+        if container { self.args.first() } else { None }
+    }
+}
+
+/// `Arc`, `Option` and friends, whether written bare (prelude or imported) or fully qualified.
+fn is_std_like(path: &str) -> bool {
+    !path.contains("::")
+        || [
+            "std::",
+            "core::",
+            "alloc::",
+            "tokio::",
+            "parking_lot::",
+            "futures::",
+        ]
+        .iter()
+        .any(|p| path.starts_with(p))
+}
+
+impl fmt::Display for Ty {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.path)?;
+        if !self.args.is_empty() {
+            f.write_str("<")?;
+            for (i, a) in self.args.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                write!(f, "{a}")?;
+            }
+            f.write_str(">")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,447 @@
+//! Rule packs: declarative descriptions of lock libraries (`rules/*.toml`).
+//!
+//! The analyzer knows nothing about any lock library except what a pack says. The packs that ship
+//! with lockaudit are embedded at build time; users add their own from `lockaudit.toml`
+//! (`packs = ["path.toml"]` or inline `[[lock]]` entries, which use the `[[call]]` schema).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::diag::{ToolError, toml_error_at};
+
+/// The packs that ship with the binary, as (file name, text): every `rules/*.toml`, embedded by
+/// `build.rs` so that adding a library is adding a file.
+pub const BUILTIN: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/builtin_packs.rs"));
+
+/// One lock library.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pack {
+    pub pack: PackMeta,
+    #[serde(default, rename = "type")]
+    pub types: Vec<TypeDef>,
+    #[serde(default, rename = "call")]
+    pub calls: Vec<CallDef>,
+    #[serde(default, rename = "command")]
+    pub commands: Vec<CommandDef>,
+    #[serde(default)]
+    pub sql: Vec<SqlDef>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PackMeta {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub backend: String,
+    /// Does the store replicate through consensus? Redis does not; etcd does.
+    pub consensus: bool,
+    pub fencing: PackFencing,
+    pub release: ReleaseStyle,
+    /// Functions, methods and macros that execute SQL text passed as an argument.
+    #[serde(default)]
+    pub sql_calls: Vec<String>,
+    /// Functions that start a raw command (`redis::cmd`), for `[[command]]` entries.
+    #[serde(default)]
+    pub command_builders: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PackFencing {
+    None,
+    Token,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReleaseStyle {
+    Explicit,
+    Guard,
+    Session,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct TypeDef {
+    pub path: String,
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    /// Associated functions that return `Self` (`new` is always implied).
+    #[serde(default)]
+    pub constructors: Vec<String>,
+    /// Methods that return another type the analysis should follow (`lock_client = "etcd_client::LockClient"`).
+    #[serde(default)]
+    pub methods: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CallKind {
+    Acquire,
+    TryAcquire,
+    Renew,
+    Release,
+    Token,
+    LeaseGrant,
+    KeepAlive,
+    /// An auto-renewing keeper (counts as checked renewal).
+    Keeper,
+}
+
+impl CallKind {
+    pub fn is_acquisition(self) -> bool {
+        matches!(self, CallKind::Acquire | CallKind::TryAcquire)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum TtlUnit {
+    #[default]
+    Ms,
+    S,
+    Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeadlineRule {
+    /// The caller must set a TTL at this call; none means `missing-deadline`.
+    Required,
+    /// This call cannot set a TTL at all (`SETNX`): always `missing-deadline`.
+    Never,
+    /// Bound to a session, transaction or library default.
+    #[default]
+    Implicit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Returns {
+    #[default]
+    Result,
+    Option,
+    Bool,
+    ResultBool,
+    ResultOption,
+    ResultEither,
+    Value,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TtlField {
+    #[serde(rename = "struct")]
+    pub struct_path: String,
+    pub field: String,
+    #[serde(default)]
+    pub unit: TtlUnit,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn to_vec(&self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct CallDef {
+    pub kind: CallKind,
+    #[serde(default)]
+    pub receiver: Option<OneOrMany>,
+    #[serde(default)]
+    pub in_scope: Vec<String>,
+    #[serde(default)]
+    pub function: Option<String>,
+    #[serde(default)]
+    pub method: Option<String>,
+    #[serde(default)]
+    pub key_arg: Option<usize>,
+    #[serde(default)]
+    pub ttl_arg: Option<usize>,
+    #[serde(default)]
+    pub ttl_unit: TtlUnit,
+    #[serde(default)]
+    pub ttl_field: Option<TtlField>,
+    #[serde(default)]
+    pub lease_arg: Option<usize>,
+    /// The argument holding an options builder (`SetOptions::default().conditional_set(..)`), read by
+    /// `when` and `ttl-flags`.
+    #[serde(default)]
+    pub options_arg: Option<usize>,
+    /// The call is this kind only if the options argument names all of these (`NX`).
+    #[serde(default)]
+    pub when: Vec<String>,
+    /// Expiry variants in the options argument (`SetExpiry::PX(ms)`) and their units.
+    #[serde(default)]
+    pub ttl_flags: BTreeMap<String, FlagUnit>,
+    #[serde(default)]
+    pub deadline: DeadlineRule,
+    #[serde(default)]
+    pub returns: Returns,
+    #[serde(default)]
+    pub returns_type: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct CommandDef {
+    pub name: String,
+    #[serde(default)]
+    pub when: Vec<String>,
+    pub kind: CallKind,
+    #[serde(default)]
+    pub key_arg: Option<usize>,
+    #[serde(default)]
+    pub ttl_flags: BTreeMap<String, FlagUnit>,
+    #[serde(default)]
+    pub deadline: DeadlineRule,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FlagUnit {
+    Ms,
+    S,
+    /// An absolute expiry time: a deadline exists, its length is unknown.
+    At,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SqlScope {
+    Session,
+    Transaction,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SqlDef {
+    pub function: String,
+    pub kind: CallKind,
+    pub scope: SqlScope,
+}
+
+impl Pack {
+    /// Parses and validates one pack; `origin` names it in errors.
+    pub fn parse(origin: &Path, text: &str) -> Result<Pack, ToolError> {
+        let pack: Pack = toml::from_str(text).map_err(|e| {
+            let (line, column, message) = toml_error_at(text, &e);
+            ToolError::Pack {
+                path: origin.to_path_buf(),
+                line,
+                column,
+                message,
+            }
+        })?;
+        pack.validate(origin, text)?;
+        Ok(pack)
+    }
+
+    fn validate(&self, origin: &Path, text: &str) -> Result<(), ToolError> {
+        // Semantic checks run after deserialisation, where spans are gone: point at the entry's header.
+        let bad_at = |header: &str, n: usize, msg: String| {
+            let line = text
+                .match_indices(header)
+                .nth(n)
+                .map_or(1, |(o, _)| crate::diag::line_col(text, o).0);
+            ToolError::Pack {
+                path: origin.to_path_buf(),
+                line,
+                column: 1,
+                message: msg,
+            }
+        };
+        if self.pack.name.trim().is_empty() {
+            return Err(bad_at("[pack]", 0, "[pack] name must not be empty".into()));
+        }
+        for (i, c) in self.calls.iter().enumerate() {
+            let bad = |msg: String| bad_at("[[call]]", i, msg);
+            let at = format!("[[call]] #{} ", i + 1);
+            match (&c.function, &c.method) {
+                (Some(_), Some(_)) => {
+                    return Err(bad(format!(
+                        "{at}sets both `function` and `method`; use one"
+                    )));
+                }
+                (None, None) => return Err(bad(format!("{at}needs `function` or `method`"))),
+                (None, Some(_)) if c.receiver.is_none() && c.in_scope.is_empty() => {
+                    return Err(bad(format!(
+                        "{at}is a method call and needs `receiver` (types) or `in-scope` (traits)"
+                    )));
+                }
+                _ => {}
+            }
+            if c.deadline == DeadlineRule::Required
+                && c.ttl_arg.is_none()
+                && c.ttl_field.is_none()
+                && c.lease_arg.is_none()
+                && (c.options_arg.is_none() || c.ttl_flags.is_empty())
+            {
+                return Err(bad(format!(
+                    "{at}has `deadline = \"required\"` but no `ttl-arg`, `ttl-field`, `lease-arg` or `options-arg` with `ttl-flags` to read it from"
+                )));
+            }
+            if !c.when.is_empty() && c.options_arg.is_none() {
+                return Err(bad(format!(
+                    "{at}has `when` but no `options-arg` to look in"
+                )));
+            }
+        }
+        for (i, c) in self.commands.iter().enumerate() {
+            if c.name.trim().is_empty() {
+                return Err(bad_at(
+                    "[[command]]",
+                    i,
+                    format!("[[command]] #{} has an empty name", i + 1),
+                ));
+            }
+        }
+        for (i, s) in self.sql.iter().enumerate() {
+            if !s
+                .function
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+                || s.function.is_empty()
+            {
+                return Err(bad_at(
+                    "[[sql]]",
+                    i,
+                    format!(
+                        "[[sql]] #{}: `{}` is not a SQL function name",
+                        i + 1,
+                        s.function
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The embedded packs, parsed. A broken embedded pack is a build defect, caught by the tests.
+pub fn builtin() -> Result<Vec<Pack>, ToolError> {
+    BUILTIN
+        .iter()
+        .map(|(name, text)| Pack::parse(Path::new(name), text))
+        .collect()
+}
+
+/// Where a matched call's description lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CallRef {
+    pub pack: usize,
+    pub call: usize,
+}
+
+/// All packs in force for a file, indexed for matching.
+#[derive(Debug, Default)]
+pub struct PackSet {
+    pub packs: Vec<Pack>,
+    /// Method name -> calls declared with that method.
+    pub methods: HashMap<String, Vec<CallRef>>,
+    /// Canonical function path -> calls declared with that function.
+    pub functions: HashMap<String, Vec<CallRef>>,
+    /// Canonical type path (and aliases) -> (pack, canonical path).
+    pub types: HashMap<String, (usize, String)>,
+    /// Canonical type path -> associated functions returning the type.
+    pub constructors: HashMap<String, Vec<String>>,
+    /// (canonical type path, method) -> the type the method returns.
+    pub method_returns: HashMap<(String, String), String>,
+    /// Command builder function path -> packs with `[[command]]` entries.
+    pub command_builders: HashMap<String, Vec<usize>>,
+    /// Lower-case SQL function name -> (pack, index into its `sql`).
+    pub sql_functions: HashMap<String, (usize, usize)>,
+    /// Names of calls that run SQL text.
+    pub sql_calls: HashMap<String, usize>,
+}
+
+impl PackSet {
+    pub fn new(packs: Vec<Pack>) -> Result<PackSet, ToolError> {
+        let mut set = PackSet::default();
+        let mut seen = HashMap::new();
+        for (pi, pack) in packs.iter().enumerate() {
+            if let Some(prev) = seen.insert(pack.pack.name.clone(), pi) {
+                let _ = prev;
+                return Err(ToolError::Usage(format!(
+                    "two rule packs are named `{}`; pack names must be unique",
+                    pack.pack.name
+                )));
+            }
+            for t in &pack.types {
+                let mut ctors = t.constructors.clone();
+                if !ctors.iter().any(|c| c == "new") {
+                    ctors.push("new".into());
+                }
+                for p in std::iter::once(&t.path).chain(&t.aliases) {
+                    set.types.insert(p.clone(), (pi, t.path.clone()));
+                    set.constructors.insert(p.clone(), ctors.clone());
+                }
+                for (m, ret) in &t.methods {
+                    set.method_returns
+                        .insert((t.path.clone(), m.clone()), ret.clone());
+                }
+            }
+            for (ci, c) in pack.calls.iter().enumerate() {
+                let r = CallRef { pack: pi, call: ci };
+                if let Some(f) = &c.function {
+                    set.functions.entry(f.clone()).or_default().push(r);
+                }
+                if let Some(m) = &c.method {
+                    set.methods.entry(m.clone()).or_default().push(r);
+                }
+            }
+            if !pack.commands.is_empty() {
+                let builders = if pack.pack.command_builders.is_empty() {
+                    vec![format!("{}::cmd", pack.pack.name)]
+                } else {
+                    pack.pack.command_builders.clone()
+                };
+                for b in builders {
+                    set.command_builders.entry(b).or_default().push(pi);
+                }
+            }
+            for (si, s) in pack.sql.iter().enumerate() {
+                set.sql_functions
+                    .insert(s.function.to_ascii_lowercase(), (pi, si));
+            }
+            for c in &pack.pack.sql_calls {
+                set.sql_calls.insert(c.clone(), pi);
+            }
+        }
+        set.packs = packs;
+        Ok(set)
+    }
+
+    pub fn call(&self, r: CallRef) -> &CallDef {
+        &self.packs[r.pack].calls[r.call]
+    }
+
+    /// The pack type a canonical path names, with its canonical spelling.
+    pub fn type_of_path(&self, path: &str) -> Option<&(usize, String)> {
+        self.types.get(path)
+    }
+
+    /// Is this a path the packs know (a type or a function)? Used to settle glob imports.
+    pub fn knows(&self, path: &str) -> bool {
+        self.types.contains_key(path)
+            || self.functions.contains_key(path)
+            || self.command_builders.contains_key(path)
+    }
+}

@@ -1,0 +1,101 @@
+//! Reports: the finished analysis, rendered as miette diagnostics, JSON, SARIF 2.1.0 or GitHub
+//! Actions workflow commands. Everything here is sorted before it is written.
+
+mod fingerprint;
+pub mod github;
+pub mod human;
+pub mod json;
+pub mod sarif;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::classify::{Purpose, PurposeSource};
+use crate::diag::FileError;
+use crate::lints::Level;
+use crate::packs::CallKind;
+use crate::sites::Fencing;
+
+pub use fingerprint::{assign_fingerprints, normalize_line};
+
+/// One acquisition, as reported in `sites`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SiteRecord {
+    pub path: String,
+    pub line: usize,
+    pub column: usize,
+    pub library: String,
+    pub api: String,
+    pub kind: CallKind,
+    pub purpose: Purpose,
+    pub purpose_source: PurposeSource,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fenced_by: Option<String>,
+    pub ttl_ms: Option<u64>,
+    pub fencing: Fencing,
+    pub function: Option<String>,
+    pub key: Option<String>,
+}
+
+/// One finding.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Finding {
+    pub rule: &'static str,
+    pub severity: Level,
+    pub path: String,
+    pub line: usize,
+    pub column: usize,
+    pub end_line: usize,
+    pub end_column: usize,
+    pub message: String,
+    pub help: String,
+    pub fingerprint: String,
+    /// The normalised text of the finding's line, for the fingerprint (not serialised).
+    #[serde(skip)]
+    pub line_text: String,
+    /// The enclosing function, for the fingerprint (not serialised).
+    #[serde(skip)]
+    pub context: String,
+    /// UTF-16 columns, for SARIF.
+    #[serde(skip)]
+    pub utf16: (usize, usize),
+}
+
+/// The whole result of a run.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub sites: Vec<SiteRecord>,
+    pub findings: Vec<Finding>,
+    pub errors: Vec<FileError>,
+    pub files_analyzed: usize,
+    /// Texts of files with findings, for the human renderer's snippets.
+    pub sources: BTreeMap<String, Arc<str>>,
+}
+
+impl Report {
+    /// Sorts everything and fixes fingerprints; call once, before rendering.
+    pub fn finish(&mut self) {
+        self.sites.sort_by(|a, b| {
+            (&a.path, a.line, a.column, &a.api).cmp(&(&b.path, b.line, b.column, &b.api))
+        });
+        self.findings.sort_by(|a, b| {
+            (&a.path, a.line, a.column, a.rule).cmp(&(&b.path, b.line, b.column, b.rule))
+        });
+        self.findings.dedup_by(|a, b| {
+            a.path == b.path && a.line == b.line && a.column == b.column && a.rule == b.rule
+        });
+        self.errors.sort();
+        assign_fingerprints(&mut self.findings);
+    }
+
+    pub fn count(&self, level: Level) -> usize {
+        self.findings.iter().filter(|f| f.severity == level).count()
+    }
+
+    /// Does any finding reach the level that fails the run?
+    pub fn fails(&self, fail_on: Option<Level>) -> bool {
+        fail_on.is_some_and(|min| self.findings.iter().any(|f| f.severity >= min))
+    }
+}

@@ -1,0 +1,87 @@
+//! Validated settings, built once from the parsed arguments.
+
+use std::collections::HashSet;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use crate::cli::{CheckArgs, Color, FailOn, Format};
+use crate::diag::ToolError;
+use crate::lints::{self, Level};
+
+#[derive(Debug, Clone)]
+pub struct CheckSettings {
+    pub paths: Vec<PathBuf>,
+    pub format: Format,
+    pub output: Option<PathBuf>,
+    pub config: Option<PathBuf>,
+    /// `None`: every rule.
+    pub select: Option<HashSet<&'static str>>,
+    pub ignore: HashSet<&'static str>,
+    /// `None`: never fail on findings.
+    pub fail_on: Option<Level>,
+    pub threads: usize,
+    pub color: bool,
+    pub verbose: bool,
+}
+
+fn rule_ids(list: &[String], flag: &str) -> Result<HashSet<&'static str>, ToolError> {
+    list.iter()
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| {
+            let s = s.trim();
+            lints::by_id(s).map(|r| r.id).ok_or_else(|| {
+                let help = lints::suggest(s)
+                    .map(|c| format!(" (did you mean `{c}`?)"))
+                    .unwrap_or_default();
+                ToolError::Usage(format!(
+                    "{flag}: unknown rule `{s}`{help}; `lockaudit rules` lists them"
+                ))
+            })
+        })
+        .collect()
+}
+
+impl CheckSettings {
+    pub fn from_args(a: CheckArgs) -> Result<CheckSettings, ToolError> {
+        let select = if a.select.is_empty() {
+            None
+        } else {
+            Some(rule_ids(&a.select, "--select")?)
+        };
+        let ignore = rule_ids(&a.ignore, "--ignore")?;
+        let threads = match a.threads {
+            Some(0) => return Err(ToolError::Usage("--threads must be at least 1".into())),
+            Some(n) => n,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        let color = match a.color {
+            Color::Always => true,
+            Color::Never => false,
+            Color::Auto => {
+                a.output.is_none()
+                    && std::io::stdout().is_terminal()
+                    && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+            }
+        };
+        Ok(CheckSettings {
+            paths: a.paths,
+            format: a.format,
+            output: a.output,
+            config: a.config,
+            select,
+            ignore,
+            fail_on: match a.fail_on {
+                FailOn::Error => Some(Level::Error),
+                FailOn::Warning => Some(Level::Warning),
+                FailOn::Never => None,
+            },
+            threads,
+            color,
+            verbose: a.verbose,
+        })
+    }
+
+    pub fn selected(&self, id: &str) -> bool {
+        self.select.as_ref().is_none_or(|s| s.contains(id)) && !self.ignore.contains(id)
+    }
+}

@@ -1,0 +1,560 @@
+//! Does the code go on as if it held the lock when the acquisition failed?
+//!
+//! The acquisition's value is followed outwards through its method chain (`.await`, `?`,
+//! `.unwrap_or(..)`, `.execute(..)`) and then into how it is used: discarded, bound to `_`, bound to
+//! a name whose later uses are checked, tested by `if let`/`match`/`if`, or handed on.
+
+use syn::{Expr, Pat, Stmt};
+
+use super::Failure;
+use super::walk::Walker;
+use crate::packs::Returns;
+
+/// How a value is consumed by its parent expression or statement.
+#[derive(Clone)]
+pub(super) enum Use<'a> {
+    /// `expr;`
+    Discard,
+    /// `let pat = expr [else { … }];`
+    Bind { pat: &'a Pat, has_else: bool },
+    /// `if let pat = expr { then } [else els]`
+    IfLet {
+        pat: &'a Pat,
+        then: &'a syn::Block,
+        els: Option<&'a Expr>,
+    },
+    /// `if [!]expr { then } [else els]`
+    Cond {
+        then: &'a syn::Block,
+        els: Option<&'a Expr>,
+        negated: bool,
+    },
+    /// `match expr { arms }`, and the pattern the `match`'s own value is bound to (`let x = match …`).
+    Match {
+        arms: &'a [syn::Arm],
+        bound: Option<&'a Pat>,
+    },
+    /// Returned, passed to a call, stored: someone else decides.
+    Escape,
+    /// Anything else: not judged (precision first).
+    Other,
+}
+
+/// What still has to be checked about the value: its failure layers, outermost first.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Layer {
+    Result,
+    Option,
+    Bool,
+    Either,
+}
+
+fn layers(r: Returns) -> Vec<Layer> {
+    match r {
+        Returns::Result => vec![Layer::Result],
+        Returns::Option => vec![Layer::Option],
+        Returns::Bool => vec![Layer::Bool],
+        Returns::ResultBool => vec![Layer::Result, Layer::Bool],
+        Returns::ResultOption => vec![Layer::Result, Layer::Option],
+        Returns::ResultEither => vec![Layer::Result, Layer::Either],
+        Returns::Value => vec![],
+    }
+}
+
+/// The state of a tracked value: layers still to check, and whether a boolean's sense is inverted
+/// (`is_err()`).
+#[derive(Clone, Debug)]
+struct State {
+    layers: Vec<Layer>,
+    negated: bool,
+}
+
+enum Step {
+    Go(State),
+    Done(Failure),
+}
+
+pub(super) fn judge<'a>(
+    w: &Walker<'a, '_>,
+    returns: Returns,
+    outward: &[&'a Expr],
+    u: &Use<'a>,
+    discarded: Option<&str>,
+) -> Failure {
+    if let Some(reason) = discarded {
+        if layers(returns).contains(&Layer::Bool) {
+            return Failure::Ignored {
+                reason: reason.to_string(),
+            };
+        }
+    }
+    let state = State {
+        layers: layers(returns),
+        negated: false,
+    };
+    judge_state(state, outward, u, w.rest(), 0)
+}
+
+fn judge_state<'a>(
+    state: State,
+    outward: &[&'a Expr],
+    u: &Use<'a>,
+    rest: &'a [Stmt],
+    depth: usize,
+) -> Failure {
+    let state = match apply(state, outward) {
+        Step::Go(s) => s,
+        Step::Done(f) => return f,
+    };
+    if state.layers.is_empty() || depth > 8 {
+        return Failure::Handled;
+    }
+    match u {
+        Use::Discard => Failure::Ignored { reason: "its result is discarded, so the work runs whether or not the lock was taken".into() },
+        Use::Bind { has_else: true, .. } | Use::Escape | Use::Other => Failure::Handled,
+        Use::Bind { pat, has_else: false } => match binding(pat) {
+            Binding::Wild => Failure::Ignored { reason: "its result is bound to `_` and dropped, so the work runs whether or not the lock was taken".into() },
+            Binding::Name(name) => follow(&name, state, rest, depth),
+            Binding::Other => Failure::Handled,
+        },
+        Use::IfLet { pat, then, els } => match polarity(pat) {
+            Polarity::Failure if !diverges_block(then) && els.is_none() && has_work(rest) => Failure::Ignored {
+                reason: "the failure branch neither returns nor propagates, and the code after it runs without the lock".into(),
+            },
+            // `if let Ok(l) = … { … } else { log }` and then more work: the else branch chose to go on.
+            Polarity::Success if els.is_some_and(|e| !diverges_expr(e)) && has_work(rest) => Failure::Ignored {
+                reason: "the `else` branch neither returns nor propagates, and the code after it runs without the lock".into(),
+            },
+            _ => Failure::Handled,
+        },
+        Use::Cond { then, els, negated } => {
+            if state.layers[0] != Layer::Bool {
+                return Failure::Handled;
+            }
+            let then_is_failure = *negated != state.negated;
+            if then_is_failure && !diverges_block(then) && els.is_none() && has_work(rest) {
+                Failure::Ignored { reason: "the branch taken when the lock is not acquired does not stop the work that follows".into() }
+            } else {
+                Failure::Handled
+            }
+        }
+        Use::Match { arms, bound } => {
+            let failure_falls_through = arms
+                .iter()
+                .filter(|a| polarity(&a.pat) != Polarity::Success)
+                .any(|a| !diverges_expr(&a.body));
+            if !failure_falls_through {
+                return Failure::Handled;
+            }
+            match bound.map(binding) {
+                // `let lock = match … { Ok(l) => Some(l), Err(_) => None };` turns the failure into a
+                // value; what matters is whether that value is checked before the work.
+                Some(Binding::Name(name)) => follow(&name, State { layers: vec![Layer::Option], negated: false }, rest, depth + 1),
+                Some(_) => Failure::Handled,
+                None if has_work(rest) => Failure::Ignored {
+                    reason: "the failure arm neither returns nor propagates, and the code after the `match` runs without the lock".into(),
+                },
+                None => Failure::Handled,
+            }
+        }
+    }
+}
+
+fn apply(mut s: State, outward: &[&Expr]) -> Step {
+    for e in outward {
+        if s.layers.is_empty() {
+            break;
+        }
+        match e {
+            Expr::Await(_) | Expr::Paren(_) => {}
+            Expr::Try(_) => {
+                if matches!(s.layers[0], Layer::Result | Layer::Option) {
+                    s.layers.remove(0);
+                } else {
+                    return Step::Done(Failure::Handled);
+                }
+            }
+            Expr::MethodCall(m) => {
+                let name = m.method.to_string();
+                match name.as_str() {
+                    "unwrap" | "expect" | "unwrap_unchecked" => {
+                        if matches!(s.layers[0], Layer::Result | Layer::Option) {
+                            s.layers.remove(0);
+                        }
+                    }
+                    "left_or_else" | "expect_left" | "unwrap_left"
+                        if s.layers[0] == Layer::Either =>
+                    {
+                        s.layers.remove(0);
+                    }
+                    "context" | "with_context" | "wrap_err" | "wrap_err_with" | "map_err"
+                    | "err_into" | "inspect_err" | "inspect" | "bind" | "bind_all"
+                    | "fetch_one" | "fetch_all" | "fetch" | "fetch_optional" | "get"
+                    | "try_get" | "query_one" | "query" | "query_opt" | "get_result" | "first"
+                    | "load" => {}
+                    "execute" | "batch_execute" => {
+                        if s.layers.contains(&Layer::Bool) {
+                            return Step::Done(Failure::Ignored {
+                                reason: "`execute` discards the boolean that says whether the lock was taken".into(),
+                            });
+                        }
+                    }
+                    "ok" if s.layers[0] == Layer::Result => s.layers[0] = Layer::Option,
+                    "unwrap_or"
+                    | "unwrap_or_default"
+                    | "unwrap_or_else"
+                    | "unwrap_or_else_default" => {
+                        let diverging_closure = m.args.first().is_some_and(
+                            |a| matches!(a, Expr::Closure(c) if diverges_expr(&c.body)),
+                        );
+                        if diverging_closure {
+                            s.layers.remove(0);
+                        } else {
+                            return Step::Done(Failure::Ignored {
+                                reason: format!(
+                                    "`.{name}(..)` replaces a failed acquisition with a default and carries on"
+                                ),
+                            });
+                        }
+                    }
+                    "is_ok" | "is_some" | "is_left" => s.layers = vec![Layer::Bool],
+                    "is_err" | "is_none" | "is_right" => {
+                        s.layers = vec![Layer::Bool];
+                        s.negated = !s.negated;
+                    }
+                    _ => return Step::Done(Failure::Handled),
+                }
+            }
+            _ => return Step::Done(Failure::Handled),
+        }
+    }
+    Step::Go(s)
+}
+
+enum Binding {
+    Wild,
+    Name(String),
+    Other,
+}
+
+fn binding(p: &Pat) -> Binding {
+    match p {
+        Pat::Wild(_) => Binding::Wild,
+        Pat::Ident(pi) if pi.subpat.is_none() => Binding::Name(pi.ident.to_string()),
+        Pat::Type(pt) => binding(&pt.pat),
+        Pat::Paren(pp) => binding(&pp.pat),
+        _ => Binding::Other,
+    }
+}
+
+#[derive(PartialEq, Eq)]
+enum Polarity {
+    Success,
+    Failure,
+    Any,
+}
+
+fn polarity(p: &Pat) -> Polarity {
+    match p {
+        Pat::TupleStruct(ts) => match ts
+            .path
+            .segments
+            .last()
+            .map(|s| s.ident.to_string())
+            .as_deref()
+        {
+            Some("Ok" | "Some" | "Left") => Polarity::Success,
+            Some("Err" | "Right") => Polarity::Failure,
+            _ => Polarity::Any,
+        },
+        Pat::Ident(pi) if pi.ident == "None" => Polarity::Failure,
+        Pat::Path(pp) if pp.path.segments.last().is_some_and(|s| s.ident == "None") => {
+            Polarity::Failure
+        }
+        Pat::Lit(l) => match &l.lit {
+            syn::Lit::Bool(b) if b.value => Polarity::Success,
+            syn::Lit::Bool(_) => Polarity::Failure,
+            _ => Polarity::Any,
+        },
+        Pat::Reference(r) => polarity(&r.pat),
+        Pat::Paren(pp) => polarity(&pp.pat),
+        _ => Polarity::Any,
+    }
+}
+
+/// Is there work after this point that runs whether or not the lock was taken? Logging and
+/// returning a plain value (`Ok(())`) are not work; calls, awaits and other macros are.
+fn has_work(rest: &[Stmt]) -> bool {
+    rest.iter().any(stmt_is_work)
+}
+
+fn stmt_is_work(s: &Stmt) -> bool {
+    match s {
+        Stmt::Item(_) => false,
+        Stmt::Macro(m) => !is_log_macro(&m.mac),
+        Stmt::Local(l) => l.init.as_ref().is_some_and(|i| expr_is_work(&i.expr)),
+        Stmt::Expr(e, _) => expr_is_work(e),
+    }
+}
+
+fn expr_is_work(e: &Expr) -> bool {
+    match e {
+        Expr::Macro(m) => !is_log_macro(&m.mac),
+        Expr::Return(r) => r.expr.as_deref().is_some_and(expr_is_work),
+        Expr::Call(c) => {
+            // `Ok(())`, `Some(x)`: a value, not work.
+            let ctor = matches!(&*c.func, Expr::Path(p) if p.path.segments.last().is_some_and(|s| matches!(s.ident.to_string().as_str(), "Ok" | "Err" | "Some")));
+            !ctor || c.args.iter().any(expr_is_work)
+        }
+        Expr::Path(_) | Expr::Lit(_) | Expr::Tuple(_) => false,
+        _ => true,
+    }
+}
+
+fn macro_name(m: &syn::Macro) -> String {
+    m.path
+        .segments
+        .last()
+        .map(|s| s.ident.to_string())
+        .unwrap_or_default()
+}
+
+fn is_log_macro(m: &syn::Macro) -> bool {
+    matches!(
+        macro_name(m).as_str(),
+        "info"
+            | "debug"
+            | "trace"
+            | "warn"
+            | "error"
+            | "println"
+            | "eprintln"
+            | "print"
+            | "eprint"
+            | "log"
+            | "event"
+    )
+}
+
+fn diverging_macro(m: &syn::Macro) -> bool {
+    matches!(
+        macro_name(m).as_str(),
+        "panic" | "unreachable" | "todo" | "unimplemented" | "bail" | "abort"
+    )
+}
+
+pub(super) fn diverges_block(b: &syn::Block) -> bool {
+    b.stmts.iter().any(|s| match s {
+        Stmt::Local(l) => l.init.as_ref().is_some_and(|i| diverges_expr(&i.expr)),
+        Stmt::Expr(e, _) => diverges_expr(e),
+        Stmt::Macro(m) => diverging_macro(&m.mac),
+        Stmt::Item(_) => false,
+    })
+}
+
+pub(super) fn diverges_expr(e: &Expr) -> bool {
+    match e {
+        Expr::Return(_) | Expr::Break(_) | Expr::Continue(_) => true,
+        Expr::Try(_) => true,
+        Expr::Macro(m) => diverging_macro(&m.mac),
+        Expr::Block(b) => diverges_block(&b.block),
+        Expr::Unsafe(b) => diverges_block(&b.block),
+        Expr::Paren(p) => diverges_expr(&p.expr),
+        Expr::If(i) => match &i.else_branch {
+            Some((_, els)) => diverges_block(&i.then_branch) && diverges_expr(els),
+            None => false,
+        },
+        Expr::Match(m) => !m.arms.is_empty() && m.arms.iter().all(|a| diverges_expr(&a.body)),
+        Expr::Call(c) => match &*c.func {
+            Expr::Path(p) => p.path.segments.last().is_some_and(|s| {
+                matches!(
+                    s.ident.to_string().as_str(),
+                    "exit" | "abort" | "panic_any" | "resume_unwind"
+                )
+            }),
+            _ => false,
+        },
+        Expr::MethodCall(m) => diverges_expr(&m.receiver),
+        Expr::Await(a) => diverges_expr(&a.base),
+        _ => false,
+    }
+}
+
+/// Peels `name`'s method chain: `x.await?.unwrap_or(..)` -> the levels outward from `x`, innermost first.
+fn chain_on<'a>(e: &'a Expr, name: &str) -> Option<Vec<&'a Expr>> {
+    let mut levels = Vec::new();
+    let mut cur = e;
+    loop {
+        match cur {
+            Expr::Path(p) if p.path.is_ident(name) => {
+                levels.reverse();
+                return Some(levels);
+            }
+            Expr::Reference(r) => cur = &r.expr,
+            Expr::MethodCall(m) => {
+                levels.push(cur);
+                cur = &m.receiver;
+            }
+            Expr::Await(a) => {
+                levels.push(cur);
+                cur = &a.base;
+            }
+            Expr::Try(t) => {
+                levels.push(cur);
+                cur = &t.expr;
+            }
+            Expr::Paren(p) => cur = &p.expr,
+            _ => return None,
+        }
+    }
+}
+
+fn mentions(tokens: &impl quote::ToTokens, name: &str) -> bool {
+    fn walk(ts: proc_macro2::TokenStream, name: &str) -> bool {
+        ts.into_iter().any(|t| match t {
+            proc_macro2::TokenTree::Ident(i) => i == name,
+            proc_macro2::TokenTree::Group(g) => walk(g.stream(), name),
+            _ => false,
+        })
+    }
+    walk(tokens.to_token_stream(), name)
+}
+
+fn binds(p: &Pat, name: &str) -> bool {
+    mentions(p, name)
+}
+
+/// Follows a bound name through the statements after its binding to its first real use.
+fn follow<'a>(name: &str, state: State, stmts: &'a [Stmt], depth: usize) -> Failure {
+    let work_before = |i: usize| {
+        stmts[..i]
+            .iter()
+            .any(|s| matches!(s, Stmt::Expr(..) | Stmt::Macro(_)) && stmt_is_work(s))
+    };
+    for (i, stmt) in stmts.iter().enumerate() {
+        let rest = &stmts[i + 1..];
+        if mentions(stmt, name)
+            && work_before(i)
+            && !matches!(stmt, Stmt::Local(l) if !l.init.as_ref().is_some_and(|x| mentions(&*x.expr, name)))
+        {
+            return Failure::Ignored {
+                reason: "the work after it runs before its result is checked".into(),
+            };
+        }
+        match stmt {
+            Stmt::Local(l) => {
+                if let Some(init) = &l.init {
+                    if let Some(chain) = chain_on(&init.expr, name) {
+                        let u = Use::Bind {
+                            pat: &l.pat,
+                            has_else: init.diverge.is_some(),
+                        };
+                        return judge_state(state, &chain, &u, rest, depth + 1);
+                    }
+                    if mentions(&*init.expr, name) {
+                        return in_expr(name, state, &init.expr, rest, depth);
+                    }
+                }
+                if binds(&l.pat, name) {
+                    break; // shadowed before any use
+                }
+            }
+            Stmt::Expr(e, semi) => {
+                if mentions(e, name) {
+                    if let Some(chain) = chain_on(e, name) {
+                        let u = if semi.is_some() {
+                            Use::Discard
+                        } else {
+                            Use::Escape
+                        };
+                        return judge_state(state, &chain, &u, rest, depth + 1);
+                    }
+                    return in_expr(name, state, e, rest, depth);
+                }
+            }
+            Stmt::Macro(m) => {
+                if mentions(&m.mac.tokens, name) && !is_log_macro(&m.mac) {
+                    return Failure::Handled;
+                }
+            }
+            Stmt::Item(_) => {}
+        }
+    }
+    Failure::Ignored {
+        reason: "its result is never checked, so the work runs whether or not the lock was taken"
+            .into(),
+    }
+}
+
+/// The first use of `name` is somewhere inside `e`: judge the common shapes, trust the rest.
+fn in_expr<'a>(name: &str, state: State, e: &'a Expr, rest: &'a [Stmt], depth: usize) -> Failure {
+    match e {
+        Expr::If(i) => {
+            let els = i.else_branch.as_ref().map(|(_, e)| &**e);
+            match &*i.cond {
+                Expr::Let(l) => match chain_on(&l.expr, name) {
+                    Some(chain) => judge_state(
+                        state,
+                        &chain,
+                        &Use::IfLet {
+                            pat: &l.pat,
+                            then: &i.then_branch,
+                            els,
+                        },
+                        rest,
+                        depth + 1,
+                    ),
+                    None => Failure::Handled,
+                },
+                Expr::Unary(u) if matches!(u.op, syn::UnOp::Not(_)) => {
+                    match chain_on(&u.expr, name) {
+                        Some(chain) => judge_state(
+                            state,
+                            &chain,
+                            &Use::Cond {
+                                then: &i.then_branch,
+                                els,
+                                negated: true,
+                            },
+                            rest,
+                            depth + 1,
+                        ),
+                        None => Failure::Handled,
+                    }
+                }
+                cond => match chain_on(cond, name) {
+                    Some(chain) => judge_state(
+                        state,
+                        &chain,
+                        &Use::Cond {
+                            then: &i.then_branch,
+                            els,
+                            negated: false,
+                        },
+                        rest,
+                        depth + 1,
+                    ),
+                    None => Failure::Handled,
+                },
+            }
+        }
+        Expr::Match(m) => match chain_on(&m.expr, name) {
+            Some(chain) => judge_state(
+                state,
+                &chain,
+                &Use::Match {
+                    arms: &m.arms,
+                    bound: None,
+                },
+                rest,
+                depth + 1,
+            ),
+            None => Failure::Handled,
+        },
+        Expr::Macro(m) if is_log_macro(&m.mac) => Failure::Ignored {
+            reason: "its result is only logged, so the work runs whether or not the lock was taken"
+                .into(),
+        },
+        _ => Failure::Handled,
+    }
+}

@@ -1,0 +1,513 @@
+//! Does this call match a rule pack? Method calls by the resolved type of their receiver (or a
+//! trait in scope), function calls by their resolved path, raw commands by name and arguments,
+//! SQL by the advisory-lock functions in the text it runs.
+
+use syn::Expr;
+
+use super::walk::Walker;
+use super::{Fencing, Ttl, ttl};
+use crate::model::Ty;
+use crate::model::eval::{self, Value};
+use crate::model::imports::first_segment;
+use crate::packs::{
+    CallDef, CallKind, CallRef, DeadlineRule, FlagUnit, PackFencing, Returns, SqlScope,
+};
+use crate::source::Span;
+
+/// A call that a pack describes.
+pub(super) struct Matched<'a> {
+    pub pack: usize,
+    pub api: String,
+    pub kind: CallKind,
+    pub span: Span,
+    pub key: Option<&'a Expr>,
+    pub ttl: Ttl,
+    pub fencing: Fencing,
+    pub returns: Returns,
+    /// Outward chain levels that belong to the call itself (a raw command's `.arg(..)`s).
+    pub consumed: usize,
+    /// Set when the executing call throws away the result that says whether the lock was taken.
+    pub discarded: Option<&'static str>,
+}
+
+/// `outward` holds the enclosing chain levels, outermost first.
+pub(super) fn match_site<'a>(
+    w: &Walker<'a, '_>,
+    core: &'a Expr,
+    outward: &[&'a Expr],
+) -> Option<Matched<'a>> {
+    match core {
+        Expr::MethodCall(m) => {
+            let args: Vec<&'a Expr> = m.args.iter().collect();
+            if let Some(found) = match_method(
+                w,
+                &m.method.to_string(),
+                &m.receiver,
+                &args,
+                Span::of(&m.method),
+            ) {
+                return Some(found);
+            }
+            if w.cx.packs.sql_calls.contains_key(&m.method.to_string()) {
+                return match_sql(w, &args, Span::of(&m.method), &m.method.to_string());
+            }
+            None
+        }
+        Expr::Call(c) => {
+            let Expr::Path(f) = &*c.func else { return None };
+            let path = w.resolve(&f.path);
+            let name_span = f
+                .path
+                .segments
+                .last()
+                .map_or_else(|| Span::of(&f.path), |s| Span::of(&s.ident));
+            let args: Vec<&'a Expr> = c.args.iter().collect();
+            if let Some(refs) = w.cx.packs.functions.get(&path) {
+                for &r in refs {
+                    let def = w.cx.packs.call(r);
+                    if options_match(w, def, &args) {
+                        return Some(build(w, r, def, &args, None, name_span, api_of_path(&path)));
+                    }
+                }
+            }
+            // `Type::method(&receiver, args…)`
+            if let Some((parent, method)) = path.rsplit_once("::")
+                && let Some(refs) = w.cx.packs.methods.get(method)
+                && args.first().is_some()
+            {
+                let recv_ty = Ty::simple(parent);
+                for &r in refs {
+                    let def = w.cx.packs.call(r);
+                    if receiver_is(w, def, &recv_ty) && options_match(w, def, &args[1..]) {
+                        return Some(build(
+                            w,
+                            r,
+                            def,
+                            &args[1..],
+                            Some(args[0]),
+                            name_span,
+                            api_of_path(&path),
+                        ));
+                    }
+                }
+            }
+            if let Some(packs) = w.cx.packs.command_builders.get(&path) {
+                let call_span = Span::join(name_span, Span::of(c));
+                return match_command(w, packs, &args, outward, call_span);
+            }
+            let last = path.rsplit("::").next().unwrap_or(&path);
+            if w.cx.packs.sql_calls.contains_key(last) {
+                return match_sql(w, &args, name_span, last);
+            }
+            None
+        }
+        Expr::Macro(m) => {
+            let name = m.mac.path.segments.last()?.ident.to_string();
+            if !w.cx.packs.sql_calls.contains_key(&name) {
+                return None;
+            }
+            let args = m
+                .mac
+                .parse_body_with(
+                    syn::punctuated::Punctuated::<Expr, syn::Token![,]>::parse_terminated,
+                )
+                .ok()?;
+            let first = args.first()?;
+            let text = eval::eval_str(first, w)?;
+            let span = if matches!(first, Expr::Lit(_)) {
+                Span::of(first)
+            } else {
+                Span::of(&m.mac.path)
+            };
+            sql_match(w, &text, span, &name)
+        }
+        _ => None,
+    }
+}
+
+fn api_of_path(path: &str) -> String {
+    let mut parts: Vec<&str> = path.rsplit("::").take(2).collect();
+    parts.reverse();
+    parts.join("::")
+}
+
+fn match_method<'a>(
+    w: &Walker<'a, '_>,
+    name: &str,
+    receiver: &'a Expr,
+    args: &[&'a Expr],
+    span: Span,
+) -> Option<Matched<'a>> {
+    let refs = w.cx.packs.methods.get(name)?;
+    let rty = w.type_of(receiver).map(|t| t.peeled().clone());
+    for &r in refs {
+        let def = w.cx.packs.call(r);
+        if receiver_matches(w, def, rty.as_ref()) && options_match(w, def, args) {
+            let owner = rty
+                .as_ref()
+                .filter(|t| t.path.contains("::"))
+                .map(|t| t.last_segment().to_string())
+                .or_else(|| {
+                    def.receiver.as_ref().and_then(|r| {
+                        r.to_vec()
+                            .first()
+                            .map(|p| p.rsplit("::").next().unwrap_or(p).to_string())
+                    })
+                })
+                .or_else(|| {
+                    def.in_scope
+                        .first()
+                        .map(|p| p.rsplit("::").next().unwrap_or(p).to_string())
+                })
+                .unwrap_or_default();
+            return Some(build(
+                w,
+                r,
+                def,
+                args,
+                Some(receiver),
+                span,
+                format!("{owner}::{name}"),
+            ));
+        }
+    }
+    None
+}
+
+fn canonical<'p>(w: &'p Walker<'_, '_>, path: &'p str) -> &'p str {
+    w.cx.packs
+        .type_of_path(path)
+        .map_or(path, |(_, c)| c.as_str())
+}
+
+fn receiver_is(w: &Walker<'_, '_>, def: &CallDef, ty: &Ty) -> bool {
+    let have = canonical(w, &ty.path);
+    def.receiver
+        .as_ref()
+        .is_some_and(|r| r.to_vec().iter().any(|p| canonical(w, p) == have))
+        || def.in_scope.iter().any(|t| t == &ty.path)
+}
+
+/// A receiver matches when its type is one the call is declared on, or, for trait methods, when the
+/// trait is in scope and the receiver is of unknown type or a type of the trait's own crate.
+pub(super) fn receiver_matches(w: &Walker<'_, '_>, def: &CallDef, rty: Option<&Ty>) -> bool {
+    if let Some(t) = rty
+        && receiver_is(w, def, t)
+    {
+        return true;
+    }
+    if def.in_scope.is_empty() {
+        return false;
+    }
+    let in_scope = def.in_scope.iter().any(|t| w.imports.trait_in_scope(t));
+    if !in_scope {
+        return false;
+    }
+    match rty {
+        None => true,
+        Some(t) => def
+            .in_scope
+            .iter()
+            .any(|tr| first_segment(tr) == first_segment(&t.path)),
+    }
+}
+
+/// Options-builder conditions (`conditional_set(ExistenceCheck::NX)`).
+fn options_match(w: &Walker<'_, '_>, def: &CallDef, args: &[&Expr]) -> bool {
+    if def.when.is_empty() {
+        return true;
+    }
+    let Some(opt) = def.options_arg.and_then(|i| args.get(i)) else {
+        return false;
+    };
+    let names = ttl::names_in(w, opt);
+    def.when
+        .iter()
+        .all(|wanted| names.iter().any(|n| n.eq_ignore_ascii_case(wanted)))
+}
+
+fn build<'a>(
+    w: &Walker<'a, '_>,
+    r: CallRef,
+    def: &CallDef,
+    args: &[&'a Expr],
+    receiver: Option<&'a Expr>,
+    span: Span,
+    api: String,
+) -> Matched<'a> {
+    let pack = &w.cx.packs.packs[r.pack].pack;
+    Matched {
+        pack: r.pack,
+        api,
+        kind: def.kind,
+        span,
+        key: def.key_arg.and_then(|i| args.get(i).copied()),
+        ttl: ttl::for_call(w, def, args, receiver),
+        fencing: if pack.fencing == PackFencing::Token {
+            Fencing::Token
+        } else {
+            Fencing::None
+        },
+        returns: def.returns,
+        consumed: 0,
+        discarded: None,
+    }
+}
+
+/// `redis::cmd("SET").arg(key).arg(val).arg("NX").arg("PX").arg(30_000)`
+fn match_command<'a>(
+    w: &Walker<'a, '_>,
+    packs: &[usize],
+    args: &[&'a Expr],
+    outward: &[&'a Expr],
+    span: Span,
+) -> Option<Matched<'a>> {
+    let name = eval::eval_str(args.first()?, w)?.to_ascii_uppercase();
+    // The `.arg(..)` calls directly outside the builder, innermost first.
+    let mut cmd_args: Vec<&'a Expr> = Vec::new();
+    let mut consumed = 0;
+    for level in outward.iter().rev() {
+        match level {
+            Expr::MethodCall(m) if m.method == "arg" && m.args.len() == 1 => {
+                flatten_args(&m.args[0], &mut cmd_args);
+                consumed += 1;
+            }
+            _ => break,
+        }
+    }
+    let values: Vec<Option<Value>> = cmd_args.iter().map(|a| eval::eval(a, w)).collect();
+    let word = |v: &Option<Value>| match v {
+        Some(Value::Str(s)) => Some(s.to_ascii_uppercase()),
+        _ => None,
+    };
+    for &pi in packs {
+        for c in &w.cx.packs.packs[pi].commands {
+            if !c.name.eq_ignore_ascii_case(&name) {
+                continue;
+            }
+            if !c.when.iter().all(|wanted| {
+                values
+                    .iter()
+                    .any(|v| word(v).as_deref() == Some(&wanted.to_ascii_uppercase()))
+            }) {
+                continue;
+            }
+            let mut ttl = Ttl::Missing {
+                reason: format!(
+                    "`{name} … {}` sets no expiry (EX, PX, EXAT or PXAT)",
+                    c.when.join(" ")
+                ),
+            };
+            for (i, v) in values.iter().enumerate() {
+                let Some(flag) = word(v) else { continue };
+                let Some(unit) = c
+                    .ttl_flags
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(&flag))
+                    .map(|(_, u)| *u)
+                else {
+                    continue;
+                };
+                ttl = match (unit, values.get(i + 1).cloned().flatten()) {
+                    (FlagUnit::At, _) => Ttl::Absolute,
+                    (unit, Some(v)) => match v.as_f64() {
+                        Some(n) => Ttl::Known {
+                            ms: if unit == FlagUnit::S { n * 1000.0 } else { n },
+                            span: cmd_args.get(i + 1).map_or(span, |a| Span::of(*a)),
+                        },
+                        None => Ttl::Unknown,
+                    },
+                    (_, None) => Ttl::Unknown,
+                };
+                break;
+            }
+            if c.deadline != DeadlineRule::Required
+                && !matches!(ttl, Ttl::Known { .. } | Ttl::Absolute | Ttl::Unknown)
+            {
+                ttl = if c.deadline == DeadlineRule::Never {
+                    ttl
+                } else {
+                    Ttl::Implicit
+                };
+            }
+            let pack = &w.cx.packs.packs[pi].pack;
+            let mut api = name.clone();
+            for wv in &c.when {
+                api.push(' ');
+                api.push_str(&wv.to_ascii_uppercase());
+            }
+            return Some(Matched {
+                pack: pi,
+                api,
+                kind: c.kind,
+                span,
+                key: c.key_arg.and_then(|i| cmd_args.get(i).copied()),
+                ttl,
+                fencing: if pack.fencing == PackFencing::Token {
+                    Fencing::Token
+                } else {
+                    Fencing::None
+                },
+                // `SET … NX` answers nil when the key exists: the caller must look.
+                returns: Returns::ResultOption,
+                consumed,
+                discarded: None,
+            });
+        }
+    }
+    None
+}
+
+fn flatten_args<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+    match e {
+        Expr::Reference(r) => flatten_args(&r.expr, out),
+        Expr::Array(a) => a.elems.iter().for_each(|x| flatten_args(x, out)),
+        Expr::Tuple(t) => t.elems.iter().for_each(|x| flatten_args(x, out)),
+        other => out.push(other),
+    }
+}
+
+fn match_sql<'a>(
+    w: &Walker<'a, '_>,
+    args: &[&'a Expr],
+    call_span: Span,
+    call_name: &str,
+) -> Option<Matched<'a>> {
+    for a in args {
+        let Some(text) = eval::eval_str(a, w) else {
+            continue;
+        };
+        // The literal is the location when it is written at the call; otherwise the executing call.
+        let span = if is_literal(a) {
+            Span::of(*a)
+        } else {
+            call_span
+        };
+        if let Some(m) = sql_match(w, &text, span, call_name) {
+            return Some(m);
+        }
+    }
+    None
+}
+
+fn is_literal(e: &Expr) -> bool {
+    match e {
+        Expr::Lit(_) => true,
+        Expr::Reference(r) => is_literal(&r.expr),
+        Expr::Paren(p) => is_literal(&p.expr),
+        Expr::Macro(m) => m
+            .mac
+            .path
+            .segments
+            .last()
+            .is_some_and(|s| s.ident == "concat" || s.ident == "format"),
+        _ => false,
+    }
+}
+
+fn sql_match<'a>(
+    w: &Walker<'a, '_>,
+    text: &str,
+    span: Span,
+    call_name: &str,
+) -> Option<Matched<'a>> {
+    let funcs = sql_functions(text);
+    let mut best: Option<(usize, usize, &String)> = None;
+    for f in &funcs {
+        if let Some(&(pi, si)) = w.cx.packs.sql_functions.get(f.as_str()) {
+            let kind = w.cx.packs.packs[pi].sql[si].kind;
+            if kind.is_acquisition() {
+                best = Some((pi, si, f));
+                break;
+            }
+            best.get_or_insert((pi, si, f));
+        }
+    }
+    let (pi, si, f) = best?;
+    let def = &w.cx.packs.packs[pi].sql[si];
+    let pack = &w.cx.packs.packs[pi].pack;
+    let fencing = match def.scope {
+        SqlScope::Transaction => Fencing::Transaction,
+        SqlScope::Session if pack.fencing == PackFencing::Token => Fencing::Token,
+        SqlScope::Session => Fencing::None,
+    };
+    let try_kind = def.kind == CallKind::TryAcquire;
+    Some(Matched {
+        pack: pi,
+        api: f.clone(),
+        kind: def.kind,
+        span,
+        key: None,
+        ttl: Ttl::Implicit,
+        fencing,
+        returns: if try_kind {
+            Returns::ResultBool
+        } else {
+            Returns::Result
+        },
+        consumed: 0,
+        discarded: (try_kind && matches!(call_name, "execute" | "batch_execute"))
+            .then_some("`execute` discards the boolean that says whether the lock was taken"),
+    })
+}
+
+/// Lower-case names of the SQL functions called in `text` (an identifier followed by `(`).
+pub(super) fn sql_functions(text: &str) -> Vec<String> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i].is_ascii_alphabetic() || b[i] == b'_' {
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            let mut j = i;
+            while j < b.len() && b[j].is_ascii_whitespace() {
+                j += 1;
+            }
+            if b.get(j) == Some(&b'(') {
+                out.push(text[start..i].to_ascii_lowercase());
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The declared result type of a pack method call, for type inference (`client.lease_grant(..)`).
+pub(super) fn pack_return_type(
+    w: &Walker<'_, '_>,
+    m: &syn::ExprMethodCall,
+    recv: Option<&Ty>,
+) -> Option<Ty> {
+    let name = m.method.to_string();
+    let peeled = recv.map(|t| t.peeled().clone());
+    if let Some(t) = &peeled
+        && let Some(ret) =
+            w.cx.packs
+                .method_returns
+                .get(&(canonical(w, &t.path).to_string(), name.clone()))
+    {
+        return Some(Ty::simple(ret.clone()));
+    }
+    for &r in w.cx.packs.methods.get(&name)? {
+        let def = w.cx.packs.call(r);
+        if let Some(ret) = &def.returns_type
+            && receiver_matches(w, def, peeled.as_ref())
+        {
+            return Some(Ty::simple(ret.clone()));
+        }
+    }
+    None
+}
+
+pub(super) fn pack_fn_return_type(w: &Walker<'_, '_>, path: &str) -> Option<Ty> {
+    for &r in w.cx.packs.functions.get(path)? {
+        if let Some(ret) = &w.cx.packs.call(r).returns_type {
+            return Some(Ty::simple(ret.clone()));
+        }
+    }
+    None
+}

@@ -1,0 +1,97 @@
+//! Lock sites: where a rule pack's acquisition is called, with the facts the rules judge (the
+//! deadline, how failure is handled, fencing). Detection is by what a receiver *is* (its resolved
+//! type), never by a method name alone: `mutex.lock()` is not a site, `manager.lock(k, ttl)` is.
+
+mod failure;
+mod matchers;
+mod ttl;
+mod walk;
+
+use serde::Serialize;
+
+use crate::model::{CrateIndex, Imports};
+use crate::packs::{CallKind, PackSet, ReleaseStyle};
+use crate::source::{SourceFile, Span};
+
+pub use walk::analyze_file;
+
+/// How long the lock lives unless renewed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ttl {
+    /// A TTL that resolved to this many milliseconds; `span` is the expression that set it.
+    Known { ms: f64, span: Span },
+    /// An absolute expiry (`EXAT`, `PXAT`): a deadline exists, its length is unknown here.
+    Absolute,
+    /// Set, but not to a value known at analysis time.
+    Unknown,
+    /// None where the caller must set one.
+    Missing { reason: String },
+    /// Bound to a session, transaction or library default.
+    Implicit,
+}
+
+impl Ttl {
+    pub fn ms(&self) -> Option<u64> {
+        match self {
+            Ttl::Known { ms, .. } if ms.is_finite() && *ms >= 0.0 => Some(ms.round() as u64),
+            _ => None,
+        }
+    }
+}
+
+/// Whether the code goes on as if it held the lock when the acquisition failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    Handled,
+    Ignored { reason: String },
+}
+
+/// What stands between a stale holder and the resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fencing {
+    /// The library hands out no token.
+    None,
+    /// The library issues a fencing token.
+    Token,
+    /// Transaction-scoped: the lock ends with the transaction that holds the writes.
+    Transaction,
+    /// The code declares the resource enforces exclusion (`fenced-by = "…"`).
+    Declared,
+}
+
+/// The enclosing function of a site.
+#[derive(Debug, Clone)]
+pub struct FnInfo {
+    /// `jobs::import::Importer::run`: module path from the crate root (without `crate::`), impl type, fn.
+    pub path: String,
+    /// Line of the `fn` keyword; annotations directly above it apply to the whole function.
+    pub sig_line: usize,
+}
+
+/// One acquisition found in the code.
+#[derive(Debug, Clone)]
+pub struct Site {
+    pub pack: usize,
+    pub library: String,
+    pub api: String,
+    pub kind: CallKind,
+    pub span: Span,
+    /// First line of the statement holding the call (annotations attach to statements).
+    pub stmt_line: usize,
+    pub function: Option<FnInfo>,
+    pub key: Option<String>,
+    pub ttl: Ttl,
+    pub failure: Failure,
+    pub fencing: Fencing,
+    pub release: ReleaseStyle,
+    pub consensus: bool,
+}
+
+/// Everything the site finder needs about one file.
+pub struct FileCx<'c> {
+    pub source: &'c SourceFile,
+    pub imports: &'c Imports,
+    pub index: &'c CrateIndex,
+    pub packs: &'c PackSet,
+}

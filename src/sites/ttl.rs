@@ -1,0 +1,333 @@
+//! Where a lock's deadline comes from: a TTL argument, a struct-literal field, an options builder,
+//! or (etcd) the lease whose id is passed in the lock options.
+
+use syn::visit::Visit;
+use syn::{Expr, ExprStruct};
+
+use super::Ttl;
+use super::matchers::receiver_matches;
+use super::walk::Walker;
+use crate::model::eval::{self, Value};
+use crate::packs::{CallDef, CallKind, DeadlineRule, FlagUnit, TtlUnit};
+use crate::source::Span;
+
+pub(super) fn for_call<'a>(
+    w: &Walker<'a, '_>,
+    def: &CallDef,
+    args: &[&'a Expr],
+    receiver: Option<&'a Expr>,
+) -> Ttl {
+    let method = def
+        .method
+        .as_deref()
+        .or(def.function.as_deref())
+        .unwrap_or("call");
+    if def.deadline == DeadlineRule::Never {
+        return Ttl::Missing {
+            reason: format!(
+                "`{method}` cannot set an expiry, and a separate EXPIRE is not atomic with it"
+            ),
+        };
+    }
+    let required = def.deadline == DeadlineRule::Required;
+    let missing = |reason: String| {
+        if required {
+            Ttl::Missing { reason }
+        } else {
+            Ttl::Implicit
+        }
+    };
+    if let Some(i) = def.ttl_arg {
+        return match args.get(i) {
+            None => missing(format!("`{method}` is called without its TTL argument")),
+            Some(e) => value_ttl(w, e, def.ttl_unit, required),
+        };
+    }
+    if let Some(tf) = &def.ttl_field {
+        let mut roots: Vec<&'a Expr> = args.to_vec();
+        roots.extend(receiver);
+        return match find_struct_field(w, &roots, &tf.struct_path, &tf.field) {
+            Some(FieldFound::Value(e)) => value_ttl(w, e, tf.unit, required),
+            // `..Default::default()` leaves the library default in force.
+            Some(FieldFound::Defaulted) | None => {
+                if required {
+                    Ttl::Unknown
+                } else {
+                    Ttl::Implicit
+                }
+            }
+        };
+    }
+    if let Some(i) = def.lease_arg {
+        return lease_ttl(w, args.get(i).copied(), method);
+    }
+    if def.options_arg.is_some() && !def.ttl_flags.is_empty() {
+        let opt = def.options_arg.and_then(|i| args.get(i)).copied();
+        return options_ttl(w, def, opt, method);
+    }
+    if required {
+        Ttl::Unknown
+    } else {
+        Ttl::Implicit
+    }
+}
+
+fn value_ttl(w: &Walker<'_, '_>, e: &Expr, unit: TtlUnit, required: bool) -> Ttl {
+    let span = Span::of(e);
+    match eval::eval(e, w) {
+        Some(Value::None) if required => Ttl::Missing {
+            reason: "the TTL is `None`".into(),
+        },
+        Some(Value::None) => Ttl::Implicit,
+        Some(Value::Duration(ms)) => Ttl::Known { ms, span },
+        Some(v) => match (v.as_f64(), unit) {
+            (Some(n), TtlUnit::Ms) => Ttl::Known { ms: n, span },
+            (Some(n), TtlUnit::S) => Ttl::Known {
+                ms: n * 1000.0,
+                span,
+            },
+            _ => Ttl::Unknown,
+        },
+        None => Ttl::Unknown,
+    }
+}
+
+/// Expressions reachable from `e` through local variables' initialisers (bounded).
+fn reachable<'a>(w: &Walker<'a, '_>, roots: &[&'a Expr]) -> Vec<&'a Expr> {
+    let mut out: Vec<&'a Expr> = Vec::new();
+    let mut todo: Vec<&'a Expr> = roots.to_vec();
+    let mut seen_names = std::collections::HashSet::new();
+    while let Some(e) = todo.pop() {
+        if out.len() > 64 {
+            break;
+        }
+        out.push(e);
+        let mut idents = Idents::default();
+        idents.visit_expr(e);
+        for name in idents.0 {
+            if seen_names.insert(name.clone())
+                && let Some(init) = w.local_init(&name)
+            {
+                todo.push(init);
+            }
+        }
+    }
+    out
+}
+
+#[derive(Default)]
+struct Idents(Vec<String>);
+
+impl<'ast> Visit<'ast> for Idents {
+    fn visit_expr_path(&mut self, p: &'ast syn::ExprPath) {
+        if let Some(id) = p.path.get_ident() {
+            self.0.push(id.to_string());
+        }
+    }
+}
+
+enum FieldFound<'a> {
+    Value(&'a Expr),
+    Defaulted,
+}
+
+fn find_struct_field<'a>(
+    w: &Walker<'a, '_>,
+    roots: &[&'a Expr],
+    struct_path: &str,
+    field: &str,
+) -> Option<FieldFound<'a>> {
+    struct Finder<'a, 'w, 'x, 'c> {
+        w: &'w Walker<'x, 'c>,
+        struct_path: &'w str,
+        found: Option<&'a ExprStruct>,
+    }
+    impl<'a> Visit<'a> for Finder<'a, '_, '_, '_> {
+        fn visit_expr_struct(&mut self, s: &'a ExprStruct) {
+            let resolved = self.w.resolve(&s.path);
+            let last = self
+                .struct_path
+                .rsplit("::")
+                .next()
+                .unwrap_or(self.struct_path);
+            if self.found.is_none()
+                && (resolved == self.struct_path
+                    || s.path.segments.last().is_some_and(|l| l.ident == last))
+            {
+                self.found = Some(s);
+            }
+            syn::visit::visit_expr_struct(self, s);
+        }
+    }
+    for e in reachable(w, roots) {
+        let mut f = Finder {
+            w,
+            struct_path,
+            found: None,
+        };
+        f.visit_expr(e);
+        if let Some(s) = f.found {
+            for fv in &s.fields {
+                if let syn::Member::Named(n) = &fv.member
+                    && n == field
+                {
+                    return Some(FieldFound::Value(&fv.expr));
+                }
+            }
+            return Some(FieldFound::Defaulted);
+        }
+    }
+    None
+}
+
+/// Idents and path segments in an options expression (`conditional_set(ExistenceCheck::NX)`).
+pub(super) fn names_in(w: &Walker<'_, '_>, e: &Expr) -> Vec<String> {
+    struct Names(Vec<String>);
+    impl<'ast> Visit<'ast> for Names {
+        fn visit_path_segment(&mut self, s: &'ast syn::PathSegment) {
+            self.0.push(s.ident.to_string());
+            syn::visit::visit_path_segment(self, s);
+        }
+        fn visit_lit_str(&mut self, s: &'ast syn::LitStr) {
+            self.0.push(s.value());
+        }
+    }
+    let mut n = Names(Vec::new());
+    for x in reachable(w, &[e]) {
+        n.visit_expr(x);
+    }
+    n.0
+}
+
+fn options_ttl<'a>(w: &Walker<'a, '_>, def: &CallDef, opt: Option<&'a Expr>, method: &str) -> Ttl {
+    let missing = || Ttl::Missing {
+        reason: format!("`{method}` with {} sets no expiry", def.when.join(" ")),
+    };
+    let Some(opt) = opt else { return missing() };
+    struct Flag<'a> {
+        flags: Vec<String>,
+        found: Option<(String, Option<&'a Expr>)>,
+    }
+    impl<'a> Visit<'a> for Flag<'a> {
+        fn visit_expr_call(&mut self, c: &'a syn::ExprCall) {
+            if self.found.is_none()
+                && let Expr::Path(p) = &*c.func
+                && let Some(last) = p.path.segments.last()
+                && let Some(f) = self.flags.iter().find(|f| last.ident == f.as_str())
+            {
+                self.found = Some((f.clone(), c.args.first()));
+            }
+            syn::visit::visit_expr_call(self, c);
+        }
+        fn visit_expr_path(&mut self, p: &'a syn::ExprPath) {
+            if self.found.is_none()
+                && let Some(last) = p.path.segments.last()
+                && let Some(f) = self.flags.iter().find(|f| last.ident == f.as_str())
+            {
+                self.found = Some((f.clone(), None));
+            }
+        }
+    }
+    let mut finder = Flag {
+        flags: def.ttl_flags.keys().cloned().collect(),
+        found: None,
+    };
+    for e in reachable(w, &[opt]) {
+        finder.visit_expr(e);
+    }
+    match finder.found {
+        None => missing(),
+        Some((flag, arg)) => match (def.ttl_flags.get(&flag), arg) {
+            (Some(FlagUnit::At), _) => Ttl::Absolute,
+            (Some(unit), Some(a)) => value_ttl(
+                w,
+                a,
+                if *unit == FlagUnit::S {
+                    TtlUnit::S
+                } else {
+                    TtlUnit::Ms
+                },
+                true,
+            ),
+            _ => Ttl::Unknown,
+        },
+    }
+}
+
+/// etcd: `lock(name, Some(LockOptions::new().with_lease(id)))`, with `id` from a `lease_grant(ttl, ..)`.
+fn lease_ttl<'a>(w: &Walker<'a, '_>, arg: Option<&'a Expr>, method: &str) -> Ttl {
+    let none = || Ttl::Missing {
+        reason: format!(
+            "`{method}` without a lease: the lock key is never expired, so a dead holder keeps it"
+        ),
+    };
+    let Some(arg) = arg else { return none() };
+    if eval::eval(arg, w) == Some(Value::None) {
+        return none();
+    }
+    struct WithLease<'a>(Option<&'a Expr>);
+    impl<'a> Visit<'a> for WithLease<'a> {
+        fn visit_expr_method_call(&mut self, m: &'a syn::ExprMethodCall) {
+            if self.0.is_none() && m.method == "with_lease" {
+                self.0 = m.args.first();
+            }
+            syn::visit::visit_expr_method_call(self, m);
+        }
+    }
+    let mut wl = WithLease(None);
+    let reach = reachable(w, &[arg]);
+    for e in &reach {
+        wl.visit_expr(e);
+    }
+    let Some(lease) = wl.0 else {
+        // Options we cannot see into (a parameter, a helper's result) may well carry a lease.
+        let built_here = reach
+            .iter()
+            .any(|e| matches!(e, Expr::Call(_) | Expr::MethodCall(_) | Expr::Struct(_)));
+        return if built_here {
+            Ttl::Missing {
+                reason: format!(
+                    "`{method}` options carry no lease (`with_lease`): the lock key is never expired"
+                ),
+            }
+        } else {
+            Ttl::Unknown
+        };
+    };
+    // Follow the lease id back to the grant that made it.
+    for e in reachable(w, &[lease]) {
+        let mut grants = Grants { w, found: None };
+        grants.visit_expr(e);
+        if let Some((def_unit, ttl_expr)) = grants.found {
+            return match ttl_expr {
+                Some(t) => value_ttl(w, t, def_unit, true),
+                None => Ttl::Unknown,
+            };
+        }
+    }
+    Ttl::Unknown
+}
+
+struct Grants<'w, 'x, 'c, 'a> {
+    w: &'w Walker<'x, 'c>,
+    found: Option<(TtlUnit, Option<&'a Expr>)>,
+}
+
+impl<'a> Visit<'a> for Grants<'_, '_, '_, 'a> {
+    fn visit_expr_method_call(&mut self, m: &'a syn::ExprMethodCall) {
+        if self.found.is_none()
+            && let Some(refs) = self.w.cx.packs.methods.get(&m.method.to_string())
+        {
+            let rty = self.w.type_of(&m.receiver).map(|t| t.peeled().clone());
+            for &r in refs {
+                let def = self.w.cx.packs.call(r);
+                if def.kind == CallKind::LeaseGrant && receiver_matches(self.w, def, rty.as_ref()) {
+                    self.found =
+                        Some((def.ttl_unit, def.ttl_arg.and_then(|i| m.args.iter().nth(i))));
+                    return;
+                }
+            }
+        }
+        syn::visit::visit_expr_method_call(self, m);
+    }
+}
