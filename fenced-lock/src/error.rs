@@ -80,6 +80,10 @@ pub enum LockError {
     Config(String),
 }
 
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "redis", feature = "etcd")),
+    allow(dead_code)
+)]
 impl LockError {
     pub(crate) fn unavailable(
         backend: &'static str,
@@ -93,12 +97,12 @@ impl LockError {
         }
     }
 
-    pub(crate) fn op_timeout(backend: &'static str, context: &'static str, after: Duration) -> Self {
-        Self::unavailable(
-            backend,
-            context,
-            format!("no answer within {after:?}"),
-        )
+    pub(crate) fn op_timeout(
+        backend: &'static str,
+        context: &'static str,
+        after: Duration,
+    ) -> Self {
+        Self::unavailable(backend, context, format!("no answer within {after:?}"))
     }
 
     /// Whether the error says the lock is definitely not ours any more (as

@@ -117,9 +117,8 @@ impl Keeper {
         });
         let (stop_tx, stop_rx) = oneshot::channel();
         let task = tokio::spawn(renew_loop(backend.clone(), lease, period, tx, stop_rx));
-        let release: ReleaseFn = Box::new(move |lease| {
-            Box::pin(async move { backend.release(lease).await })
-        });
+        let release: ReleaseFn =
+            Box::new(move |lease| Box::pin(async move { backend.release(lease).await }));
         Self {
             key,
             token,
@@ -148,7 +147,8 @@ impl Keeper {
     /// Why the lease was lost, or `None` while it is held.
     pub fn lost_reason(&self) -> Option<LossReason> {
         let s = *self.state.borrow();
-        s.lost.or((Instant::now() >= s.valid_until).then_some(LossReason::Expired))
+        s.lost
+            .or((Instant::now() >= s.valid_until).then_some(LossReason::Expired))
     }
 
     /// Whether the lease is lost.

@@ -63,6 +63,7 @@ pub struct Lease {
     ttl: Duration,
     valid_until: Instant,
     /// Backend-specific handle (the etcd lease id); 0 when unused.
+    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
     pub(crate) handle: i64,
 }
 
@@ -86,6 +87,7 @@ impl Lease {
         }
     }
 
+    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
     pub(crate) fn with_handle(mut self, handle: i64) -> Self {
         self.handle = handle;
         self
@@ -162,8 +164,9 @@ pub fn validate(key: &str, ttl: Duration) -> Result<(), LockError> {
 }
 
 /// A TTL in whole milliseconds, rounded up so the backend never holds for less.
+#[cfg_attr(not(any(feature = "postgres", feature = "redis")), allow(dead_code))]
 pub(crate) fn ttl_millis(ttl: Duration) -> i64 {
-    let ms = ttl.as_millis() + u128::from(ttl.subsec_nanos() % 1_000_000 != 0);
+    let ms = ttl.as_millis() + u128::from(!ttl.subsec_nanos().is_multiple_of(1_000_000));
     i64::try_from(ms).unwrap_or(i64::MAX)
 }
 

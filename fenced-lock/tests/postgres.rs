@@ -122,7 +122,10 @@ async fn release_keeps_row_and_fenced_transaction_pattern() {
     let row = b
         .client()
         .query_one(
-            &format!("SELECT token, owner IS NULL FROM {} WHERE lock_key = $1", h.table),
+            &format!(
+                "SELECT token, owner IS NULL FROM {} WHERE lock_key = $1",
+                h.table
+            ),
             &[&key],
         )
         .await
@@ -143,7 +146,8 @@ async fn release_keeps_row_and_fenced_transaction_pattern() {
         ))
         .await
         .unwrap();
-    let write = format!("UPDATE {data} SET v = $1, fence_token = $2 WHERE id = 1 AND fence_token <= $2");
+    let write =
+        format!("UPDATE {data} SET v = $1, fence_token = $2 WHERE id = 1 AND fence_token <= $2");
     assert_eq!(client.execute(&write, &[&"new", &5i64]).await.unwrap(), 1);
     assert_eq!(client.execute(&write, &[&"same", &5i64]).await.unwrap(), 1);
     assert_eq!(client.execute(&write, &[&"stale", &4i64]).await.unwrap(), 0);

@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use conformance::{FenceHarness, Harness};
 use fenced_lock::{
-    Fence, FenceError, FencingToken, LockBackend, LockError, RedisBackend, RedisFence,
-    RedisOptions,
+    Fence, FenceError, FencingToken, LockBackend, LockError, RedisBackend, RedisFence, RedisOptions,
 };
 
 fn url() -> String {
@@ -153,7 +152,9 @@ async fn fenced_set_writes_only_with_current_token() {
         let res = res.clone();
         let data = data.clone();
         joins.push(tokio::spawn(async move {
-            let _ = f.fenced_set(&res, t(n), &data, n.to_string().as_bytes()).await;
+            let _ = f
+                .fenced_set(&res, t(n), &data, n.to_string().as_bytes())
+                .await;
         }));
     }
     for j in joins {
@@ -161,7 +162,11 @@ async fn fenced_set_writes_only_with_current_token() {
     }
     let client = redis::Client::open(url()).unwrap();
     let mut c = client.get_multiplexed_async_connection().await.unwrap();
-    let v: String = redis::cmd("GET").arg(&data).query_async(&mut c).await.unwrap();
+    let v: String = redis::cmd("GET")
+        .arg(&data)
+        .query_async(&mut c)
+        .await
+        .unwrap();
     assert_eq!(v, "9");
     let err = f.fenced_set(&res, t(8), &data, b"late").await.unwrap_err();
     assert_eq!(err.as_stale().and_then(|s| s.current), Some(t(9)));

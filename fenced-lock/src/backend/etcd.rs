@@ -93,6 +93,16 @@ fn etcd_error(context: &'static str, e: etcd_client::Error) -> LockError {
     }
 }
 
+/// Whether a keep-alive error means the lease no longer exists.
+fn lease_gone(e: &etcd_client::Error) -> bool {
+    match e {
+        etcd_client::Error::LeaseKeepAliveError(m) => m.contains("not found"),
+        // gRPC NOT_FOUND (5)
+        etcd_client::Error::GRpcStatus(s) => i32::from(s.code()) == 5,
+        _ => false,
+    }
+}
+
 /// Lease TTL in whole seconds, rounded up (etcd's unit).
 fn ttl_secs(ttl: Duration) -> i64 {
     let s = ttl.as_secs() + u64::from(ttl.subsec_nanos() != 0);
@@ -210,14 +220,20 @@ impl LockBackend for EtcdBackend {
         let lease_id = lease.handle;
         let sent = Instant::now();
         let granted = bounded(NAME, "renew", limit, async {
-            let (mut keeper, mut stream) = c
-                .lease_keep_alive(lease_id)
+            let (mut keeper, mut stream) = match c.lease_keep_alive(lease_id).await {
+                Ok(pair) => pair,
+                Err(e) if lease_gone(&e) => return Ok(0),
+                Err(e) => return Err(etcd_error("renew", e)),
+            };
+            keeper
+                .keep_alive()
                 .await
                 .map_err(|e| etcd_error("renew", e))?;
-            keeper.keep_alive().await.map_err(|e| etcd_error("renew", e))?;
-            match stream.message().await.map_err(|e| etcd_error("renew", e))? {
-                Some(r) => Ok(r.ttl()),
-                None => Ok(0),
+            match stream.message().await {
+                Ok(Some(r)) => Ok(r.ttl()),
+                Ok(None) => Ok(0),
+                Err(e) if lease_gone(&e) => Ok(0),
+                Err(e) => Err(etcd_error("renew", e)),
             }
         })
         .await?;
@@ -231,9 +247,11 @@ impl LockBackend for EtcdBackend {
                 .map_err(|e| etcd_error("renew", e))
         })
         .await?;
+        let owner = lease.owner().to_string();
         let ours = kv.kvs().first().is_some_and(|kv| {
             u64::try_from(kv.create_revision()).ok() == Some(lease.token().get())
                 && kv.lease() == lease_id
+                && kv.value() == owner.as_bytes()
         });
         if !ours {
             return Err(lease.lost());
@@ -249,14 +267,20 @@ impl LockBackend for EtcdBackend {
         let Ok(rev) = i64::try_from(lease.token().get()) else {
             return Ok(false);
         };
+        // Owner and create revision together: only this acquisition's key.
         let txn = Txn::new()
-            .when([Compare::create_revision(k.as_str(), CompareOp::Equal, rev)])
+            .when([
+                Compare::create_revision(k.as_str(), CompareOp::Equal, rev),
+                Compare::value(k.as_str(), CompareOp::Equal, lease.owner().to_string()),
+            ])
             .and_then([TxnOp::delete(k.as_str(), None)]);
         let resp = bounded(NAME, "release", self.options.op_timeout, async {
             c.txn(txn).await.map_err(|e| etcd_error("release", e))
         })
         .await?;
-        self.revoke(lease.handle).await;
+        if resp.succeeded() && lease.handle != 0 {
+            self.revoke(lease.handle).await;
+        }
         Ok(resp.succeeded())
     }
 }

@@ -101,7 +101,9 @@ pub(crate) fn check_table_name(name: &str) -> Result<(), LockError> {
     let ok_ident = |s: &str| {
         !s.is_empty()
             && s.len() <= 63
-            && s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && s.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
     };
     let parts: Vec<&str> = name.split('.').collect();
@@ -187,7 +189,12 @@ impl PostgresBackend {
             }
             let prep = |sql: String| {
                 let client = &client;
-                async move { client.prepare(&sql).await.map_err(|e| pg_error("prepare", e)) }
+                async move {
+                    client
+                        .prepare(&sql)
+                        .await
+                        .map_err(|e| pg_error("prepare", e))
+                }
             };
             let acquire = prep(format!(
                 "INSERT INTO {t} AS l (lock_key, token, owner, expires_at)
@@ -237,7 +244,10 @@ impl LockBackend for PostgresBackend {
         let row = bounded(NAME, "acquire", inner.op_timeout, async {
             inner
                 .client
-                .query_opt(&inner.acquire, &[&key, &&owner.to_bytes()[..], &ttl_millis(ttl)])
+                .query_opt(
+                    &inner.acquire,
+                    &[&key, &&owner.to_bytes()[..], &ttl_millis(ttl)],
+                )
                 .await
                 .map_err(|e| pg_error("acquire", e))
         })

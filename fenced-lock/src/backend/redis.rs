@@ -116,8 +116,7 @@ impl std::fmt::Debug for RedisBackend {
 }
 
 pub(crate) fn redis_error(context: &'static str, e: RedisError) -> LockError {
-    if e.is_io_error() || e.is_timeout() || e.is_connection_refusal() || e.is_connection_dropped()
-    {
+    if e.is_io_error() || e.is_timeout() || e.is_connection_refusal() || e.is_connection_dropped() {
         LockError::unavailable(NAME, context, e)
     } else {
         LockError::Backend {
@@ -129,7 +128,10 @@ pub(crate) fn redis_error(context: &'static str, e: RedisError) -> LockError {
 }
 
 /// Opens an auto-reconnecting connection, bounded by `limit`.
-pub(crate) async fn connect_manager(url: &str, limit: Duration) -> Result<ConnectionManager, LockError> {
+pub(crate) async fn connect_manager(
+    url: &str,
+    limit: Duration,
+) -> Result<ConnectionManager, LockError> {
     let client = redis::Client::open(url).map_err(|e| LockError::Config(e.to_string()))?;
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(limit))
