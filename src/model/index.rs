@@ -33,6 +33,31 @@ impl FileIndex {
 
     fn items(&mut self, items: &[syn::Item], imports: &Imports) {
         let module = imports.module.clone();
+        // Items of this module resolve to their full path even where nothing imports them.
+        let local: std::collections::HashSet<String> = items
+            .iter()
+            .filter_map(|i| match i {
+                syn::Item::Struct(x) => Some(&x.ident),
+                syn::Item::Enum(x) => Some(&x.ident),
+                syn::Item::Type(x) => Some(&x.ident),
+                syn::Item::Fn(x) => Some(&x.sig.ident),
+                syn::Item::Const(x) => Some(&x.ident),
+                syn::Item::Static(x) => Some(&x.ident),
+                syn::Item::Trait(x) => Some(&x.ident),
+                syn::Item::Union(x) => Some(&x.ident),
+                _ => None,
+            })
+            .map(|id| format!("{module}::{id}"))
+            .collect();
+        let known = |p: &str| local.contains(p);
+        let ty_of = |t: &syn::Type, imports: &Imports, self_ty: Option<&Ty>| {
+            ty_with(t, imports, self_ty, &known)
+        };
+        let ret_ty =
+            |sig: &syn::Signature, imports: &Imports, self_ty: Option<&Ty>| match &sig.output {
+                syn::ReturnType::Default => None,
+                syn::ReturnType::Type(_, t) => ty_with(t, imports, self_ty, &known),
+            };
         for item in items {
             match item {
                 syn::Item::Struct(s) => {
@@ -100,13 +125,6 @@ impl FileIndex {
                 _ => {}
             }
         }
-    }
-}
-
-fn ret_ty(sig: &syn::Signature, imports: &Imports, self_ty: Option<&Ty>) -> Option<Ty> {
-    match &sig.output {
-        syn::ReturnType::Default => None,
-        syn::ReturnType::Type(_, t) => ty_of(t, imports, self_ty),
     }
 }
 

@@ -307,6 +307,27 @@ impl<'a, 'c> Walker<'a, 'c> {
                         return l.ty.clone();
                     }
                 }
+                // Not a local: a unit struct or an enum variant names its type (`Local`, `Kind::A`).
+                let last = p
+                    .path
+                    .segments
+                    .last()
+                    .map(|s| s.ident.to_string())
+                    .unwrap_or_default();
+                if last.starts_with(|c: char| c.is_ascii_uppercase())
+                    && last.chars().any(|c| c.is_ascii_lowercase())
+                {
+                    let path = self.resolve(&p.path);
+                    let ty = if p.path.segments.len() > 1
+                        && self.cx.packs.type_of_path(&path).is_none()
+                    {
+                        path.rsplit_once("::")
+                            .map_or(path.clone(), |(t, _)| t.to_string())
+                    } else {
+                        path
+                    };
+                    return Some(Ty::simple(ty));
+                }
                 None
             }
             Expr::Field(f) => {

@@ -1,0 +1,138 @@
+//! The UI-test harness: every `.rs` file under `fixtures/` carries its expectations inline, as a
+//! trailing `//~ rule-id [rule-id…]` on the line a finding concerns. The analyzer must report
+//! exactly those findings, no more and no fewer (rule and line exact). Folders with a
+//! `lockaudit.toml` are analysed with it, as `lockaudit check fixtures/` would.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use lockaudit::cli::Format;
+use lockaudit::engine;
+use lockaudit::lints::Level;
+use lockaudit::settings::CheckSettings;
+
+fn settings(paths: Vec<PathBuf>) -> CheckSettings {
+    CheckSettings {
+        paths,
+        format: Format::Json,
+        output: None,
+        config: None,
+        select: None,
+        ignore: Default::default(),
+        fail_on: Some(Level::Warning),
+        threads: 2,
+        color: false,
+        verbose: false,
+    }
+}
+
+/// (path, line) -> rules expected there.
+fn expectations(root: &Path) -> BTreeMap<(String, usize), BTreeSet<String>> {
+    let mut out = BTreeMap::new();
+    for entry in walk(root) {
+        let Ok(text) = std::fs::read_to_string(&entry) else {
+            continue;
+        };
+        let display = entry.to_string_lossy().replace('\\', "/");
+        for (i, line) in text.lines().enumerate() {
+            if let Some(pos) = line.find("//~") {
+                let rules: BTreeSet<String> = line[pos + 3..]
+                    .split_whitespace()
+                    .map(str::to_string)
+                    .collect();
+                assert!(
+                    !rules.is_empty(),
+                    "{display}:{}: `//~` without a rule id",
+                    i + 1
+                );
+                out.insert((display.clone(), i + 1), rules);
+            }
+        }
+    }
+    out
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d)
+            .expect("fixture folders are readable")
+            .flatten()
+        {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn fixtures_report_exactly_the_expected_findings() {
+    let root = Path::new("fixtures");
+    let expected = expectations(root);
+    let outcome = engine::check(&settings(vec![root.to_path_buf()])).expect("the fixtures run");
+    let report = &outcome.report;
+    assert!(
+        report.errors.is_empty(),
+        "fixtures must all parse: {:?}",
+        report.errors
+    );
+    let mut got: BTreeMap<(String, usize), BTreeSet<String>> = BTreeMap::new();
+    for f in &report.findings {
+        got.entry((f.path.clone(), f.line))
+            .or_default()
+            .insert(f.rule.to_string());
+    }
+    let mut problems = Vec::new();
+    for key in expected.keys().chain(got.keys()).collect::<BTreeSet<_>>() {
+        let e = expected.get(key).cloned().unwrap_or_default();
+        let g = got.get(key).cloned().unwrap_or_default();
+        for missing in e.difference(&g) {
+            problems.push(format!(
+                "{}:{}: expected `{missing}`, not reported",
+                key.0, key.1
+            ));
+        }
+        for extra in g.difference(&e) {
+            let msg = report
+                .findings
+                .iter()
+                .find(|f| f.path == key.0 && f.line == key.1 && f.rule == extra)
+                .map_or("", |f| f.message.as_str());
+            problems.push(format!("{}:{}: unexpected `{extra}`: {msg}", key.0, key.1));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{} fixture mismatches:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+    // The harness is only as good as its coverage: every rule has positive cases.
+    let fired: BTreeSet<&str> = report.findings.iter().map(|f| f.rule).collect();
+    for rule in lockaudit::lints::RULES {
+        assert!(
+            fired.contains(rule.id),
+            "no fixture exercises `{}`",
+            rule.id
+        );
+    }
+}
+
+#[test]
+fn negative_fixtures_have_no_sites() {
+    let outcome =
+        engine::check(&settings(vec![PathBuf::from("fixtures/negatives")])).expect("runs");
+    assert!(
+        outcome.report.sites.is_empty(),
+        "look-alikes must not be sites: {:#?}",
+        outcome.report.sites
+    );
+    assert!(outcome.report.findings.is_empty());
+}
