@@ -9,8 +9,9 @@
 //! * renew: one lease keep-alive; a TTL <= 0 in the answer means the lease is
 //!   gone. A read then confirms the key still carries our revision and lease
 //!   (the key could have been deleted by an operator while the lease lives).
-//! * release: `if create_revision(key) == token then delete(key)` in one
-//!   transaction, then revoke the lease.
+//! * release: `if create_revision(key) == token && value(key) == owner then
+//!   delete(key)` in one transaction; the lease is then revoked in the
+//!   background (the delete is the release; the lease would expire anyway).
 //!
 //! etcd lease TTLs are whole seconds with a server minimum (about 1–2 s with
 //! default election settings): the server may hold a lease longer than asked,
@@ -154,10 +155,15 @@ impl EtcdBackend {
         &self.client
     }
 
-    async fn revoke(&self, lease_id: i64) {
+    /// Revokes a lease in the background. Nothing waits for it: the key is
+    /// already deleted (or was never written), and an unrevoked lease just
+    /// expires by itself after its TTL, so this only frees server memory early.
+    fn revoke(&self, lease_id: i64) {
         let mut c = self.client.clone();
-        // Best effort: an unrevoked lease just expires by itself after its TTL.
-        let _ = tokio::time::timeout(self.options.op_timeout, c.lease_revoke(lease_id)).await;
+        let limit = self.options.op_timeout;
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(limit, c.lease_revoke(lease_id)).await;
+        });
     }
 }
 
@@ -190,19 +196,19 @@ impl LockBackend for EtcdBackend {
         {
             Ok(r) => r,
             Err(e) => {
-                self.revoke(lease_id).await;
+                self.revoke(lease_id);
                 return Err(e);
             }
         };
         if !resp.succeeded() {
-            self.revoke(lease_id).await;
+            self.revoke(lease_id);
             return Ok(None);
         }
         // The put is the txn's only write, so the new store revision is the
         // key's create revision.
         let rev = resp.header().map_or(0, |h| h.revision());
         let Some(token) = u64::try_from(rev).ok().and_then(FencingToken::new) else {
-            self.revoke(lease_id).await;
+            self.revoke(lease_id);
             return Err(LockError::Backend {
                 backend: NAME,
                 context: "acquire",
@@ -279,7 +285,7 @@ impl LockBackend for EtcdBackend {
         })
         .await?;
         if resp.succeeded() && lease.handle != 0 {
-            self.revoke(lease.handle).await;
+            self.revoke(lease.handle);
         }
         Ok(resp.succeeded())
     }

@@ -80,7 +80,13 @@ impl LockBackend for MemoryBackend {
         let owner = OwnerId::random();
         let now = Instant::now();
         let mut slots = self.slots();
-        let slot = slots.entry(key.to_owned()).or_default();
+        // Allocate the key only on its first use.
+        if !slots.contains_key(key) {
+            slots.insert(key.to_owned(), Slot::default());
+        }
+        let Some(slot) = slots.get_mut(key) else {
+            return Ok(None);
+        };
         if slot.holder.as_ref().is_some_and(|h| h.expires > now) {
             return Ok(None);
         }
