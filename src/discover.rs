@@ -136,7 +136,7 @@ impl Local<'_> {
                 let Some(ft) = e.file_type() else { return };
                 let explicit = e.depth() == 0;
                 let is_rs = path.extension().is_some_and(|x| x == "rs");
-                if !is_rs && !(explicit && !ft.is_dir()) {
+                if !is_rs && (!explicit || ft.is_dir()) {
                     return;
                 }
                 let display = display_path(path, self.cwd);

@@ -39,9 +39,8 @@ impl Imports {
     /// Records the `use` items and `mod` declarations of a list of items.
     pub fn add_items(&mut self, items: &[syn::Item]) {
         for item in items {
-            match item {
-                syn::Item::Mod(m) => self.add_child_module(&m.ident.to_string()),
-                _ => {}
+            if let syn::Item::Mod(m) = item {
+                self.add_child_module(&m.ident.to_string());
             }
         }
         for item in items {
@@ -181,15 +180,15 @@ impl Imports {
         let Some(first) = segs.first() else {
             return String::new();
         };
-        if first == "Self" {
-            if let Some(t) = self_ty {
-                let mut out = t.path.clone();
-                for s in &segs[1..] {
-                    out.push_str("::");
-                    out.push_str(s);
-                }
-                return out;
+        if first == "Self"
+            && let Some(t) = self_ty
+        {
+            let mut out = t.path.clone();
+            for s in &segs[1..] {
+                out.push_str("::");
+                out.push_str(s);
             }
+            return out;
         }
         if self.names.contains_key(first) || matches!(first.as_str(), "crate" | "self" | "super") {
             return self.canonical(segs);

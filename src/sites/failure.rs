@@ -81,12 +81,12 @@ pub(super) fn judge<'a>(
     u: &Use<'a>,
     discarded: Option<&str>,
 ) -> Failure {
-    if let Some(reason) = discarded {
-        if layers(returns).contains(&Layer::Bool) {
-            return Failure::Ignored {
-                reason: reason.to_string(),
-            };
-        }
+    if let Some(reason) = discarded
+        && layers(returns).contains(&Layer::Bool)
+    {
+        return Failure::Ignored {
+            reason: reason.to_string(),
+        };
     }
     let state = State {
         layers: layers(returns),
@@ -425,7 +425,7 @@ fn binds(p: &Pat, name: &str) -> bool {
 }
 
 /// Follows a bound name through the statements after its binding to its first real use.
-fn follow<'a>(name: &str, state: State, stmts: &'a [Stmt], depth: usize) -> Failure {
+fn follow(name: &str, state: State, stmts: &[Stmt], depth: usize) -> Failure {
     let work_before = |i: usize| {
         stmts[..i]
             .iter()

@@ -73,7 +73,7 @@ pub(super) fn match_site<'a>(
             // `Type::method(&receiver, args…)`
             if let Some((parent, method)) = path.rsplit_once("::")
                 && let Some(refs) = w.cx.packs.methods.get(method)
-                && args.first().is_some()
+                && !args.is_empty()
             {
                 let recv_ty = Ty::simple(parent);
                 for &r in refs {

@@ -1,0 +1,542 @@
+//! The command-line contract: exit codes, formats, bad input, determinism.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn lockaudit(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("NO_COLOR")
+        .output()
+        .expect("the binary runs")
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(o)))
+}
+
+const UNFENCED: &str = r#"use rslock::LockManager;
+use std::time::Duration;
+
+pub async fn run(m: &LockManager) -> Result<(), rslock::LockError> {
+    let l = m.lock("k", Duration::from_secs(600)).await?;
+    m.unlock(&l).await;
+    Ok(())
+}
+"#;
+
+const CLEAN: &str = r#"use std::sync::Mutex;
+
+pub fn run(m: &Mutex<u32>) {
+    *m.lock().unwrap() += 1;
+}
+"#;
+
+#[test]
+fn exit_codes_follow_fail_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("clean.rs"), CLEAN).expect("write");
+    let o = lockaudit(dir.path(), &["check", "."]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("0 findings in 1 file"),
+        "{}",
+        stdout(&o)
+    );
+
+    std::fs::write(dir.path().join("lock.rs"), UNFENCED).expect("write");
+    // unclassified-lock and long-deadline are warnings.
+    assert_eq!(lockaudit(dir.path(), &["check"]).status.code(), Some(1));
+    assert_eq!(
+        lockaudit(dir.path(), &["check", "--fail-on", "error"])
+            .status
+            .code(),
+        Some(0)
+    );
+    assert_eq!(
+        lockaudit(dir.path(), &["check", "--fail-on", "never"])
+            .status
+            .code(),
+        Some(0)
+    );
+    assert_eq!(
+        lockaudit(dir.path(), &["check", "--select", "missing-deadline"])
+            .status
+            .code(),
+        Some(0)
+    );
+    let o = lockaudit(
+        dir.path(),
+        &["check", "--ignore", "unclassified-lock", "--format", "json"],
+    );
+    let rules: Vec<String> = json(&o)["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(rules, vec!["long-deadline"]);
+
+    let o = lockaudit(dir.path(), &["check", "no/such/path"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("no/such/path: no such file or directory"),
+        "{}",
+        stderr(&o)
+    );
+    let o = lockaudit(dir.path(), &["check", "--select", "long-dedline"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("did you mean `long-deadline`"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn bad_files_are_reported_and_the_run_goes_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("good.rs"), UNFENCED).expect("write");
+    std::fs::write(d.join("broken.rs"), "fn main() {\n    let x = ;\n}\n").expect("write");
+    std::fs::write(d.join("latin1.rs"), b"// caf\xe9\nfn f() {}\n").expect("write");
+    std::fs::write(d.join("empty.rs"), "").expect("write");
+    std::os::unix::fs::symlink(d.join("gone.rs"), d.join("dangling.rs")).expect("symlink");
+    let unreadable = d.join("unreadable.rs");
+    std::fs::write(&unreadable, CLEAN).expect("write");
+    std::fs::set_permissions(
+        &unreadable,
+        std::os::unix::fs::PermissionsExt::from_mode(0o000),
+    )
+    .expect("chmod");
+    if std::fs::read(&unreadable).is_ok() {
+        // Running as root: permissions do not stop reads, but /proc/self/mem does (EIO at offset 0).
+        std::fs::remove_file(&unreadable).expect("rm");
+        std::os::unix::fs::symlink("/proc/self/mem", &unreadable).expect("symlink");
+    }
+    // A large file (about 4 MB): long comments and string data around a few functions.
+    let big: String = (0..20_000)
+        .map(|i| {
+            if i % 200 == 0 {
+                format!("pub const S{i}: &str = \"{}\";\n", "y".repeat(180))
+            } else {
+                format!("// {}\n", "x".repeat(180))
+            }
+        })
+        .collect();
+    std::fs::write(d.join("huge.rs"), big).expect("write");
+
+    let o = lockaudit(d, &["check", "--format", "json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "findings in good.rs decide the exit code; bad files alone do not make it 2\n{}",
+        stderr(&o)
+    );
+    let v = json(&o);
+    let errors = v["errors"].as_array().expect("errors");
+    let find = |p: &str| {
+        errors
+            .iter()
+            .find(|e| e["path"] == p)
+            .unwrap_or_else(|| panic!("no error for {p}: {errors:?}"))
+    };
+    let broken = find("broken.rs");
+    assert_eq!(broken["line"], 2);
+    assert!(
+        broken["message"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("cannot parse"),
+        "{broken}"
+    );
+    let latin1 = find("latin1.rs");
+    assert_eq!(latin1["line"], 1);
+    assert!(
+        latin1["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not valid UTF-8"),
+        "{latin1}"
+    );
+    assert!(
+        find("dangling.rs")["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("broken symbolic link")
+    );
+    assert!(
+        find("unreadable.rs")["message"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("cannot read")
+    );
+    assert_eq!(errors.len(), 4, "empty.rs and huge.rs are fine: {errors:?}");
+    assert!(
+        v["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .any(|f| f["path"] == "good.rs")
+    );
+
+    // Every format lists them.
+    let human = stdout(&lockaudit(d, &["check"]));
+    assert!(
+        human.contains("error: broken.rs:2: cannot parse"),
+        "{human}"
+    );
+    assert!(human.contains("4 files could not be analysed"), "{human}");
+    let gh = stdout(&lockaudit(d, &["check", "--format", "github"]));
+    assert!(gh.contains("::error file=latin1.rs,line=1,title=lockaudit could not analyse this file::not valid UTF-8"), "{gh}");
+    let sarif: serde_json::Value =
+        serde_json::from_slice(&lockaudit(d, &["check", "--format", "sarif"]).stdout)
+            .expect("sarif is JSON");
+    let notes = sarif["runs"][0]["invocations"][0]["toolExecutionNotifications"]
+        .as_array()
+        .expect("notifications");
+    assert_eq!(notes.len(), 4);
+}
+
+#[test]
+fn bad_config_and_bad_pack_stop_the_run_with_a_precise_message() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("lock.rs"), UNFENCED).expect("write");
+    let cases: &[(&str, &str)] = &[
+        (
+            "default-purpose = \"efficiency\"\n[rules.long-deadline]\nmax-ttl = 60\n",
+            "lockaudit.toml:2:1: [rules.long-deadline]: unknown or mistyped key `max-ttl`",
+        ),
+        (
+            "[rules.long-dedline]\nlevel = \"off\"\n",
+            "lockaudit.toml:1:1: unknown rule `long-dedline` in [rules] (did you mean `long-deadline`?)",
+        ),
+        ("\n\ndefault-purpose = [\n", "lockaudit.toml:3:"),
+        (
+            "[[classify]]\npath = \"src/**\"\npurpose = \"corectness\"\n",
+            "lockaudit.toml:1:1: [[classify]] #1: `purpose` is `corectness`",
+        ),
+        (
+            "unknown-key = 1\n",
+            "lockaudit.toml:1:1: unknown field `unknown-key`",
+        ),
+        (
+            "[rules.long-deadline]\nmax-ttl = \"sixty\"\n",
+            "max-ttl `sixty`",
+        ),
+    ];
+    for (toml, want) in cases {
+        std::fs::write(d.join("lockaudit.toml"), toml).expect("write");
+        let o = lockaudit(d, &["check", "."]);
+        assert_eq!(o.status.code(), Some(2), "{toml}");
+        assert!(
+            stderr(&o).contains(want),
+            "for {toml:?} expected {want:?} in: {}",
+            stderr(&o)
+        );
+    }
+    std::fs::write(d.join("lockaudit.toml"), "packs = [\"mine.toml\"]\n").expect("write");
+    std::fs::write(d.join("mine.toml"), "[pack]\nname = \"mine\"\nconsensus = false\nfencing = \"none\"\nrelease = \"explicit\"\n\n[[call]]\nkind = \"acquire\"\nmethod = \"grab\"\n").expect("write");
+    let o = lockaudit(d, &["check", "."]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains(
+            "mine.toml:7:1: invalid rule pack: [[call]] #1 is a method call and needs `receiver`"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::write(
+        d.join("mine.toml"),
+        "[pack]\nname = \"mine\"\nfencing = \"maybe\"\n",
+    )
+    .expect("write");
+    let o = lockaudit(d, &["check", "."]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("mine.toml:3:11: invalid rule pack"),
+        "{}",
+        stderr(&o)
+    );
+    // --config pointing nowhere.
+    std::fs::remove_file(d.join("lockaudit.toml")).expect("rm");
+    let o = lockaudit(d, &["check", "--config", "nope.toml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("nope.toml: no such config file"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn json_contract_and_determinism() {
+    let o = lockaudit(
+        &root(),
+        &["check", "fixtures", "--format", "json", "--threads", "2"],
+    );
+    let again = lockaudit(
+        &root(),
+        &["check", "fixtures", "--format", "json", "--threads", "1"],
+    );
+    assert_eq!(
+        o.stdout, again.stdout,
+        "output does not depend on scheduling"
+    );
+    let v = json(&o);
+    assert_eq!(v["tool"]["name"], "lockaudit");
+    let sites = v["sites"].as_array().expect("sites");
+    assert!(sites.len() > 50);
+    for s in sites {
+        for key in [
+            "path",
+            "line",
+            "column",
+            "library",
+            "api",
+            "purpose",
+            "purpose_source",
+            "ttl_ms",
+            "fencing",
+        ] {
+            assert!(s.get(key).is_some(), "site lacks {key}: {s}");
+        }
+        assert!(!s["path"].as_str().unwrap_or("").contains('\\'));
+    }
+    let keys: Vec<(String, u64)> = sites
+        .iter()
+        .map(|s| {
+            (
+                s["path"].as_str().unwrap_or("").to_string(),
+                s["line"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted, "sites are sorted by path then line");
+    let findings = v["findings"].as_array().expect("findings");
+    for f in findings {
+        for key in [
+            "rule",
+            "severity",
+            "path",
+            "line",
+            "column",
+            "end_line",
+            "end_column",
+            "message",
+            "fingerprint",
+        ] {
+            assert!(f.get(key).is_some(), "finding lacks {key}: {f}");
+        }
+    }
+    let fps: std::collections::HashSet<&str> = findings
+        .iter()
+        .map(|f| f["fingerprint"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(fps.len(), findings.len(), "fingerprints are unique");
+}
+
+#[test]
+fn fingerprints_survive_inserted_lines() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("lock.rs"), UNFENCED).expect("write");
+    let before = json(&lockaudit(dir.path(), &["check", "--format", "json"]));
+    std::fs::write(
+        dir.path().join("lock.rs"),
+        format!("// a new header line\n\n{UNFENCED}"),
+    )
+    .expect("write");
+    let after = json(&lockaudit(dir.path(), &["check", "--format", "json"]));
+    let fp = |v: &serde_json::Value| {
+        v["findings"]
+            .as_array()
+            .expect("f")
+            .iter()
+            .map(|f| f["fingerprint"].clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(fp(&before), fp(&after));
+    assert_eq!(
+        before["findings"][0]["line"].as_u64().map(|l| l + 2),
+        after["findings"][0]["line"].as_u64()
+    );
+}
+
+#[test]
+fn sarif_of_the_fixtures_validates() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("fixtures.sarif");
+    let o = lockaudit(
+        &root(),
+        &[
+            "check",
+            "fixtures",
+            "--format",
+            "sarif",
+            "--output",
+            out.to_str().expect("utf-8 path"),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(o.stdout.is_empty(), "--output writes the file, not stdout");
+    let validator = root().join("../shared/sarif/validate-sarif");
+    assert!(
+        validator.exists(),
+        "the SARIF validator is expected at {}",
+        validator.display()
+    );
+    let v = Command::new("python3")
+        .arg(&validator)
+        .arg("--strict")
+        .arg(&out)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        v.status.success(),
+        "validate-sarif: {}{}",
+        String::from_utf8_lossy(&v.stdout),
+        String::from_utf8_lossy(&v.stderr)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&out).expect("read")).expect("json");
+    let run = &doc["runs"][0];
+    assert_eq!(run["columnKind"], "utf16CodeUnits");
+    let r0 = &run["results"][0];
+    assert_eq!(
+        r0["locations"][0]["physicalLocation"]["artifactLocation"]["uriBaseId"],
+        "%SRCROOT%"
+    );
+    assert!(
+        r0["partialFingerprints"]["primaryLocationLineHash"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty())
+    );
+    for rule in run["tool"]["driver"]["rules"].as_array().expect("rules") {
+        assert!(
+            rule["help"]["markdown"]
+                .as_str()
+                .is_some_and(|m| m.contains("## Why it matters"))
+        );
+    }
+}
+
+#[test]
+fn github_format_and_paths() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("src/a b")).expect("mkdir");
+    std::fs::write(dir.path().join("src/a b/lock.rs"), UNFENCED).expect("write");
+    let o = lockaudit(dir.path(), &["check", "./src/../src", "--format", "github"]);
+    let text = stdout(&o);
+    assert!(text.contains("::warning file=src/a b/lock.rs,line=5,col=15,endLine=5,endColumn=19,title=lockaudit long-deadline::"), "{text}");
+    // Outside the current directory: absolute paths.
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let o = lockaudit(
+        elsewhere.path(),
+        &[
+            "check",
+            dir.path().to_str().expect("utf-8"),
+            "--format",
+            "json",
+        ],
+    );
+    let p = json(&o)["sites"][0]["path"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(p.starts_with('/') && p.ends_with("src/a b/lock.rs"), "{p}");
+    let sarif = stdout(&lockaudit(
+        elsewhere.path(),
+        &[
+            "check",
+            dir.path().to_str().expect("utf-8"),
+            "--format",
+            "sarif",
+        ],
+    ));
+    assert!(
+        sarif.contains("\"uri\": \"file:///") && sarif.contains("a%20b/lock.rs"),
+        "{sarif}"
+    );
+}
+
+#[test]
+fn closed_pipe_ends_quietly() {
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "'{}' check fixtures | head -c 10 >/dev/null",
+            env!("CARGO_BIN_EXE_lockaudit")
+        ))
+        .current_dir(root())
+        .output()
+        .expect("sh runs");
+    assert!(o.status.success());
+    assert!(
+        o.stderr.is_empty(),
+        "no panic on a closed pipe: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn rules_and_explain() {
+    let o = lockaudit(&root(), &["rules"]);
+    let text = stdout(&o);
+    for r in lockaudit::lints::RULES {
+        assert!(text.contains(r.id), "{} listed", r.id);
+    }
+    let o = lockaudit(&root(), &["explain", "missing-deadline"]);
+    assert_eq!(o.status.code(), Some(0));
+    let text = stdout(&o);
+    assert!(text.starts_with("# missing-deadline (default: error)"));
+    for h in [
+        "## What it does",
+        "## Why it matters",
+        "## Example",
+        "## Use instead",
+        "## Known limits",
+    ] {
+        assert!(text.contains(h), "{h}");
+    }
+    let o = lockaudit(&root(), &["explain", "missing-dedline"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("did you mean `missing-deadline`"));
+}
+
+#[test]
+fn mutex_heavy_code_has_no_sites() {
+    let o = lockaudit(
+        &root(),
+        &[
+            "check",
+            "fixtures/negatives",
+            "fixtures/model/look_alikes.rs",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let v = json(&o);
+    assert_eq!(
+        v["sites"].as_array().map(Vec::len),
+        Some(0),
+        "{}",
+        v["sites"]
+    );
+}

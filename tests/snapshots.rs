@@ -1,0 +1,58 @@
+//! Snapshots of the rendered reports: a reviewer reads the diff of what users see.
+
+use std::path::PathBuf;
+
+use lockaudit::cli::Format;
+use lockaudit::engine;
+use lockaudit::lints::{self, Level};
+use lockaudit::report;
+use lockaudit::settings::CheckSettings;
+
+fn run(path: &str) -> engine::Outcome {
+    let settings = CheckSettings {
+        paths: vec![PathBuf::from(path)],
+        format: Format::Human,
+        output: None,
+        config: None,
+        select: None,
+        ignore: Default::default(),
+        fail_on: Some(Level::Warning),
+        threads: 1,
+        color: false,
+        verbose: false,
+    };
+    engine::check(&settings).expect("fixture runs")
+}
+
+#[test]
+fn human_missing_deadline() {
+    let o = run("fixtures/rules/missing_deadline.rs");
+    insta::assert_snapshot!(report::human::render(&o.report, false, o.suppressed));
+}
+
+#[test]
+fn human_ignored_failure_and_annotations() {
+    let o = run("fixtures/rules/unclassified_lock.rs");
+    insta::assert_snapshot!(report::human::render(&o.report, false, o.suppressed));
+}
+
+#[test]
+fn sarif_long_deadline() {
+    let o = run("fixtures/rules/long_deadline.rs");
+    let sarif = report::sarif::render(&o.report, &|id| {
+        lints::by_id(id).map_or(Level::Off, |r| r.default_level)
+    });
+    let mut v: serde_json::Value = serde_json::from_str(&sarif).expect("SARIF is JSON");
+    // The rule table is long and its text comes from the rule docs; keep the snapshot to results.
+    let rules = v["runs"][0]["tool"]["driver"]["rules"].take();
+    assert_eq!(rules.as_array().map(Vec::len), Some(lints::RULES.len()));
+    v["runs"][0]["tool"]["driver"]["version"] = "[version]".into();
+    v["runs"][0]["tool"]["driver"]["semanticVersion"] = "[version]".into();
+    insta::assert_snapshot!(serde_json::to_string_pretty(&v).expect("serialises"));
+}
+
+#[test]
+fn github_ignored_failure() {
+    let o = run("fixtures/rules/ignored_lock_failure.rs");
+    insta::assert_snapshot!(report::github::render(&o.report));
+}
