@@ -208,7 +208,6 @@ async fn bench_redis(workers: usize) {
     ));
     for workers in [1, workers] {
         let (conn, cad, b, prefix) = (conn.clone(), cad.clone(), b.clone(), prefix.clone());
-        let _ = &prefix;
         compare(
             "redis",
             workers,
@@ -248,43 +247,61 @@ async fn bench_redis(workers: usize) {
     }
     // Same Lua scripts sent by hand: separates script cost from crate cost.
     let acq = Arc::new(redis::Script::new(
-        "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end \
-         local t = redis.call('INCR', KEYS[2]) \
+        "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+         local t = redis.call('INCR', KEYS[2])
          redis.call('SET', KEYS[1], ARGV[1] .. ':' .. t, 'PX', ARGV[2]) return t",
     ));
-    let b2 = b.clone();
-    compare(
-        "redis (raw: same Lua)",
-        1,
-        move |w| {
-            let (mut conn, cad, acq) = (conn.clone(), cad.clone(), acq.clone());
-            let key = format!("{prefix}lua:{{{w}}}");
-            let ctr = format!("{prefix}luactr:{{{w}}}");
-            async move {
-                let owner = format!("{:032x}", rand::random::<u128>());
-                let t: i64 = acq
-                    .key(&key)
-                    .key(&ctr)
-                    .arg(&owner)
-                    .arg(10_000)
-                    .invoke_async(&mut conn)
-                    .await
-                    .unwrap();
-                assert!(t > 0);
-                let v = format!("{owner}:{t}");
-                let n: i64 = cad.key(&key).arg(&v).invoke_async(&mut conn).await.unwrap();
-                assert_eq!(n, 1);
-            }
-        },
-        move |w| {
-            let b = b2.clone();
-            async move {
-                let l = b.try_acquire(&format!("k{w}"), TTL).await.unwrap().unwrap();
-                assert!(b.release(l).await.unwrap());
-            }
-        },
-    )
-    .await;
+    for workers in [1, workers] {
+        let (conn, cad, acq, b, prefix) = (
+            conn.clone(),
+            cad.clone(),
+            acq.clone(),
+            b.clone(),
+            prefix.clone(),
+        );
+        compare(
+            "redis (raw: same Lua)",
+            workers,
+            move |w| {
+                let (mut conn, cad, acq) = (conn.clone(), cad.clone(), acq.clone());
+                let key = format!("{prefix}lua:{{{w}}}");
+                let ctr = format!("{prefix}luactr:{{{w}}}");
+                async move {
+                    let owner = format!("{:032x}", rand::random::<u128>());
+                    let t: i64 = acq
+                        .key(&key)
+                        .key(&ctr)
+                        .arg(&owner)
+                        .arg(10_000)
+                        .invoke_async(&mut conn)
+                        .await
+                        .unwrap();
+                    assert!(t > 0);
+                    let v = format!("{owner}:{t}");
+                    let n: i64 = cad.key(&key).arg(&v).invoke_async(&mut conn).await.unwrap();
+                    assert_eq!(n, 1);
+                }
+            },
+            move |w| {
+                let b = b.clone();
+                async move {
+                    let l = b.try_acquire(&format!("k{w}"), TTL).await.unwrap().unwrap();
+                    assert!(b.release(l).await.unwrap());
+                }
+            },
+        )
+        .await;
+    }
+    // Fence counters never expire by design: remove this run's keys.
+    let mut c = conn.clone();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}*"))
+        .query_async(&mut c)
+        .await
+        .unwrap_or_default();
+    if !keys.is_empty() {
+        let _ = redis::cmd("DEL").arg(keys).exec_async(&mut c).await;
+    }
 }
 
 async fn bench_etcd(workers: usize) {

@@ -60,6 +60,30 @@ impl FenceHarness for Pg {
     }
 }
 
+impl Drop for Pg {
+    /// Drops the test's tables (from a plain thread: Drop cannot await).
+    fn drop(&mut self) {
+        let sql = format!(
+            "DROP TABLE IF EXISTS {}; DROP TABLE IF EXISTS {}",
+            self.table, self.fence_table
+        );
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            rt.block_on(async {
+                let (client, conn) = tokio_postgres::connect(&config(), tokio_postgres::NoTls)
+                    .await
+                    .ok()?;
+                tokio::spawn(conn);
+                client.batch_execute(&sql).await.ok()
+            })
+        })
+        .join();
+    }
+}
+
 async fn harness() -> Pg {
     let id = rand::random::<u64>();
     let pg = Pg {
@@ -167,10 +191,7 @@ async fn release_keeps_row_and_fenced_transaction_pattern() {
     tx.rollback().await.unwrap();
     assert!(fence.admit("acct", t(8)).await.is_err());
     client
-        .batch_execute(&format!(
-            "DROP TABLE {data}; DROP TABLE {}; DROP TABLE {}",
-            h.table, h.fence_table
-        ))
+        .batch_execute(&format!("DROP TABLE {data}"))
         .await
         .unwrap();
 }

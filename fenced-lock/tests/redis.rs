@@ -59,6 +59,21 @@ impl FenceHarness for Rd {
     }
 }
 
+impl Drop for Rd {
+    /// Deletes the test's keys (counters never expire by design).
+    fn drop(&mut self) {
+        let pattern = format!("{}*", self.prefix);
+        let _ = (|| -> redis::RedisResult<()> {
+            let mut c = redis::Client::open(url())?.get_connection()?;
+            let keys: Vec<String> = redis::cmd("KEYS").arg(&pattern).query(&mut c)?;
+            if !keys.is_empty() {
+                redis::cmd("DEL").arg(keys).exec(&mut c)?;
+            }
+            Ok(())
+        })();
+    }
+}
+
 async fn harness() -> Rd {
     Rd {
         prefix: format!("fl-test-{:016x}:", rand::random::<u64>()),

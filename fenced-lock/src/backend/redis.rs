@@ -79,7 +79,8 @@ impl RedisOptions {
         self
     }
 
-    /// Requires `replicas` acknowledgements within `timeout` after acquiring.
+    /// Requires `replicas` acknowledgements within `timeout` after acquiring
+    /// (keep `timeout` below `op_timeout`, which bounds every call).
     pub fn wait_for_replicas(mut self, replicas: usize, timeout: Duration) -> Self {
         self.wait_for_replicas = Some((replicas, timeout));
         self
@@ -93,7 +94,8 @@ impl RedisOptions {
 }
 
 /// Leases in Redis (see the [module docs](self) for the guarantees). Clones
-/// share one auto-reconnecting multiplexed connection.
+/// share one auto-reconnecting multiplexed connection, whose response
+/// timeout (`op_timeout`) bounds every call.
 #[derive(Clone)]
 pub struct RedisBackend {
     conn: ConnectionManager,
@@ -198,18 +200,16 @@ impl LockBackend for RedisBackend {
         let owner = OwnerId::random();
         let mut conn = self.conn.clone();
         let sent = Instant::now();
-        let raw: i64 = bounded(NAME, "acquire", self.options.op_timeout, async {
-            self.scripts
-                .acquire
-                .key(self.lock_key(key))
-                .key(self.counter_key(key))
-                .arg(owner.to_string())
-                .arg(ttl_millis(ttl))
-                .invoke_async(&mut conn)
-                .await
-                .map_err(|e| redis_error("acquire", e))
-        })
-        .await?;
+        let raw: i64 = self
+            .scripts
+            .acquire
+            .key(self.lock_key(key))
+            .key(self.counter_key(key))
+            .arg(owner.to_string())
+            .arg(ttl_millis(ttl))
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| redis_error("acquire", e))?;
         if raw == 0 {
             return Ok(None);
         }
@@ -247,17 +247,15 @@ impl LockBackend for RedisBackend {
     async fn renew(&self, lease: &mut Lease) -> Result<(), LockError> {
         let mut conn = self.conn.clone();
         let sent = Instant::now();
-        let n: i64 = bounded(NAME, "renew", self.options.op_timeout, async {
-            self.scripts
-                .renew
-                .key(self.lock_key(lease.key()))
-                .arg(Self::value(lease))
-                .arg(ttl_millis(lease.ttl()))
-                .invoke_async(&mut conn)
-                .await
-                .map_err(|e| redis_error("renew", e))
-        })
-        .await?;
+        let n: i64 = self
+            .scripts
+            .renew
+            .key(self.lock_key(lease.key()))
+            .arg(Self::value(lease))
+            .arg(ttl_millis(lease.ttl()))
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| redis_error("renew", e))?;
         if n == 1 {
             let ttl = lease.ttl();
             lease.renewed(sent, ttl);
@@ -269,16 +267,14 @@ impl LockBackend for RedisBackend {
 
     async fn release(&self, lease: Lease) -> Result<bool, LockError> {
         let mut conn = self.conn.clone();
-        let n: i64 = bounded(NAME, "release", self.options.op_timeout, async {
-            self.scripts
-                .release
-                .key(self.lock_key(lease.key()))
-                .arg(Self::value(&lease))
-                .invoke_async(&mut conn)
-                .await
-                .map_err(|e| redis_error("release", e))
-        })
-        .await?;
+        let n: i64 = self
+            .scripts
+            .release
+            .key(self.lock_key(lease.key()))
+            .arg(Self::value(&lease))
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| redis_error("release", e))?;
         Ok(n == 1)
     }
 }
