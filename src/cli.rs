@@ -62,6 +62,9 @@ pub struct CheckArgs {
     /// When to colour human output.
     #[arg(long, value_enum, default_value_t = Color::Auto)]
     pub color: Color,
+    /// Include suppressed findings in SARIF (as suppressed results).
+    #[arg(long)]
+    pub report_suppressed: bool,
     /// Print which configuration files were used (to standard error).
     #[arg(long, short)]
     pub verbose: bool,

@@ -10,7 +10,7 @@ use rayon::prelude::*;
 use crate::classify::{Classified, classify};
 use crate::config::{Config, Configs};
 use crate::diag::{FileError, ToolError, line_col};
-use crate::directives::Directives;
+use crate::directives::{DirectiveKind, Directives};
 use crate::discover::{self, Candidate};
 use crate::lints::{self, Check, Level};
 use crate::model::{CrateIndex, FileIndex, Imports, module_path_for};
@@ -214,7 +214,8 @@ fn analyze_one(
     let src = &ix.source;
     let config = &job.config;
     let directives = Directives::scan(src, &|r| lints::by_id(r).is_some());
-    let classified: Vec<Classified> = match syn::parse_file(&src.text) {
+    let long_call = |name: &str| config.rules.long_calls.is_match(name);
+    let (classified, events, clocks) = match syn::parse_file(&src.text) {
         Ok(ast) => {
             let mut imports = Imports::new(ix.module.clone());
             imports.add_items(&ast.items);
@@ -223,13 +224,17 @@ fn analyze_one(
                 imports: &imports,
                 index,
                 packs: &config.packs,
+                long_call: &long_call,
             };
-            sites::analyze_file(&ast, &cx)
+            let facts = sites::analyze_file(&ast, &cx);
+            let classified: Vec<Classified> = facts
+                .sites
                 .into_iter()
                 .map(|s| classify(s, src, &directives, config))
-                .collect()
+                .collect();
+            (classified, facts.events, facts.clocks)
         }
-        Err(_) => Vec::new(), // parsed in phase 1; cannot fail here
+        Err(_) => (Vec::new(), Vec::new(), Vec::new()), // parsed in phase 1; cannot fail here
     };
     proc_macro2::extra::invalidate_current_thread_spans();
 
@@ -239,31 +244,76 @@ fn analyze_one(
         }
         config.rules.levels.get(id).copied().unwrap_or(Level::Off)
     };
-    let mut findings = Vec::new();
-    let mut push = |id: &'static str, v: lints::Violation, context: &str| {
-        let severity = level_of(id);
-        if severity == Level::Off {
-            return;
-        }
-        findings.push(make_finding(src, id, severity, v, context));
+    let mut raw: Vec<(&'static str, lints::Violation)> = Vec::new();
+    let view = lints::FileView {
+        sites: &classified,
+        events: &events,
+        clocks: &clocks,
     };
     for rule in lints::RULES {
+        if level_of(rule.id) == Level::Off {
+            continue;
+        }
         match rule.check {
             Check::Site(f) => {
                 for c in &classified {
-                    if let Some(v) = f(c, &config.rules) {
-                        let ctx = c.site.function.as_ref().map_or("", |f| f.path.as_str());
-                        push(rule.id, v, ctx);
+                    if let Some(mut v) = f(c, &config.rules) {
+                        if let Some(func) = &c.site.function {
+                            v.fn_line = Some(func.sig_line);
+                            v.context = func.path.clone();
+                        }
+                        raw.push((rule.id, v));
                     }
                 }
             }
             Check::Directive(f) => {
-                for d in &directives.all {
-                    if let Some(v) = f(d) {
-                        push(rule.id, v, "");
-                    }
-                }
+                raw.extend(directives.all.iter().filter_map(f).map(|v| (rule.id, v)))
             }
+            Check::File(f) => raw.extend(f(&view, &config.rules).into_iter().map(|v| (rule.id, v))),
+            Check::Engine => {}
+        }
+    }
+
+    // Suppressions: `allow(rule) reason = "…"` on the finding's line, in the comment block above
+    // it, or above the enclosing fn.
+    let mut used = vec![false; directives.all.len()];
+    let mut findings = Vec::new();
+    let mut suppressed = 0;
+    for (id, v) in raw {
+        let reason = suppression(&directives, src, id, &v, &mut used);
+        if reason.is_some() {
+            suppressed += 1;
+        }
+        let mut f = make_finding(src, id, level_of(id), v);
+        f.suppressed = reason.is_some();
+        f.suppression_reason = reason;
+        findings.push(f);
+    }
+    if level_of("unused-suppression") != Level::Off {
+        for (i, d) in directives.all.iter().enumerate() {
+            let DirectiveKind::Allow { rules, .. } = &d.kind else {
+                continue;
+            };
+            // A suppression of rules that are all turned off has nothing to suppress, by choice.
+            if used[i]
+                || rules
+                    .iter()
+                    .all(|r| lints::by_id(r).is_none_or(|m| level_of(m.id) == Level::Off))
+            {
+                continue;
+            }
+            let v = lints::Violation {
+                span: d.span,
+                message: format!("this suppression of {} suppressed nothing", rules.iter().map(|r| format!("`{r}`")).collect::<Vec<_>>().join(", ")),
+                help: "remove it; the finding it was written for is gone, or the suppression is not on the finding's line, the line above it, or above its fn".into(),
+                ..Default::default()
+            };
+            findings.push(make_finding(
+                src,
+                "unused-suppression",
+                level_of("unused-suppression"),
+                v,
+            ));
         }
     }
     let sites = classified
@@ -282,6 +332,7 @@ fn analyze_one(
             fencing: c.site.fencing,
             function: c.site.function.as_ref().map(|f| f.path.clone()),
             key: c.site.key.clone(),
+            via: c.site.via.clone(),
         })
         .collect();
     FileOutput {
@@ -289,8 +340,35 @@ fn analyze_one(
         text: Arc::from(src.text.as_str()),
         sites,
         findings,
-        suppressed: 0,
+        suppressed,
     }
+}
+
+/// The reason of the first `allow` directive that covers this finding, marking it used.
+fn suppression(
+    directives: &Directives,
+    src: &SourceFile,
+    rule: &str,
+    v: &lints::Violation,
+    used: &mut [bool],
+) -> Option<String> {
+    let line = v.span.line;
+    let mut candidates: Vec<&crate::directives::Directive> = directives.on_line(line).collect();
+    candidates.extend(directives.block_above(src, line));
+    if let Some(fl) = v.fn_line {
+        candidates.extend(directives.block_above(src, fl));
+    }
+    for d in candidates {
+        if let DirectiveKind::Allow { rules, reason } = &d.kind
+            && rules.iter().any(|r| r == rule)
+        {
+            if let Some(i) = directives.all.iter().position(|x| std::ptr::eq(x, d)) {
+                used[i] = true;
+            }
+            return Some(reason.clone());
+        }
+    }
+    None
 }
 
 fn make_finding(
@@ -298,7 +376,6 @@ fn make_finding(
     rule: &'static str,
     severity: Level,
     v: lints::Violation,
-    context: &str,
 ) -> Finding {
     let Span {
         line,
@@ -318,7 +395,9 @@ fn make_finding(
         help: v.help,
         fingerprint: String::new(),
         line_text: crate::report::normalize_line(src.line(line)),
-        context: context.to_string(),
+        context: v.context,
+        suppressed: false,
+        suppression_reason: None,
         utf16: (
             src.utf16_column(line, column),
             src.utf16_column(end_line, end_column),

@@ -14,6 +14,7 @@ pub mod engine;
 pub mod lints;
 pub mod model;
 pub mod packs;
+pub mod region;
 pub mod report;
 pub mod settings;
 pub mod sites;

@@ -63,12 +63,14 @@ fn run(args: Args) -> Result<u8, ToolError> {
             }
             let r = &outcome.report;
             let text = match settings.format {
-                Format::Human => report::human::render(r, settings.color, outcome.suppressed),
+                Format::Human => report::human::render(r, settings.color),
                 Format::Json => report::json::render(r),
                 Format::Github => report::github::render(r),
-                Format::Sarif => report::sarif::render(r, &|id| {
-                    lints::by_id(id).map_or(lints::Level::Off, |x| x.default_level)
-                }),
+                Format::Sarif => report::sarif::render(
+                    r,
+                    &|id| lints::by_id(id).map_or(lints::Level::Off, |x| x.default_level),
+                    settings.report_suppressed,
+                ),
             };
             emit(&text, settings.output.as_deref())?;
             Ok(if r.fails(settings.fail_on) {

@@ -22,6 +22,7 @@ pub struct CheckSettings {
     pub threads: usize,
     pub color: bool,
     pub verbose: bool,
+    pub report_suppressed: bool,
 }
 
 fn rule_ids(list: &[String], flag: &str) -> Result<HashSet<&'static str>, ToolError> {
@@ -78,6 +79,7 @@ impl CheckSettings {
             threads,
             color,
             verbose: a.verbose,
+            report_suppressed: a.report_suppressed,
         })
     }
 

@@ -23,6 +23,7 @@ fn settings(paths: Vec<PathBuf>) -> CheckSettings {
         threads: 2,
         color: false,
         verbose: false,
+        report_suppressed: false,
     }
 }
 
@@ -84,7 +85,7 @@ fn fixtures_report_exactly_the_expected_findings() {
         report.errors
     );
     let mut got: BTreeMap<(String, usize), BTreeSet<String>> = BTreeMap::new();
-    for f in &report.findings {
+    for f in report.active() {
         got.entry((f.path.clone(), f.line))
             .or_default()
             .insert(f.rule.to_string());

@@ -20,6 +20,7 @@ fn run(path: &str) -> engine::Outcome {
         threads: 1,
         color: false,
         verbose: false,
+        report_suppressed: false,
     };
     engine::check(&settings).expect("fixture runs")
 }
@@ -27,21 +28,23 @@ fn run(path: &str) -> engine::Outcome {
 #[test]
 fn human_missing_deadline() {
     let o = run("fixtures/rules/missing_deadline.rs");
-    insta::assert_snapshot!(report::human::render(&o.report, false, o.suppressed));
+    insta::assert_snapshot!(report::human::render(&o.report, false));
 }
 
 #[test]
 fn human_ignored_failure_and_annotations() {
     let o = run("fixtures/rules/unclassified_lock.rs");
-    insta::assert_snapshot!(report::human::render(&o.report, false, o.suppressed));
+    insta::assert_snapshot!(report::human::render(&o.report, false));
 }
 
 #[test]
 fn sarif_long_deadline() {
     let o = run("fixtures/rules/long_deadline.rs");
-    let sarif = report::sarif::render(&o.report, &|id| {
-        lints::by_id(id).map_or(Level::Off, |r| r.default_level)
-    });
+    let sarif = report::sarif::render(
+        &o.report,
+        &|id| lints::by_id(id).map_or(Level::Off, |r| r.default_level),
+        false,
+    );
     let mut v: serde_json::Value = serde_json::from_str(&sarif).expect("SARIF is JSON");
     // The rule table is long and its text comes from the rule docs; keep the snapshot to results.
     let rules = v["runs"][0]["tool"]["driver"]["rules"].take();

@@ -64,6 +64,8 @@ pub struct RuleOptions {
     pub levels: HashMap<&'static str, Level>,
     /// `long-deadline`: the longest TTL accepted, in milliseconds.
     pub max_ttl_ms: u64,
+    /// `unrenewed-long-operation`: calls (`path` or `Type::method` globs) that take long.
+    pub long_calls: globset::GlobSet,
 }
 
 impl Default for RuleOptions {
@@ -74,6 +76,7 @@ impl Default for RuleOptions {
                 .map(|r| (r.id, r.default_level))
                 .collect(),
             max_ttl_ms: 60_000,
+            long_calls: globset::GlobSet::empty(),
         }
     }
 }
@@ -218,16 +221,41 @@ impl Config {
                         })?;
                         rules.levels.insert(rule.id, level);
                     }
+                    ("long-calls", toml::Value::Array(items))
+                        if rule.id == "unrenewed-long-operation" =>
+                    {
+                        let mut set = globset::GlobSetBuilder::new();
+                        for item in items {
+                            let toml::Value::String(g) = item else {
+                                return Err(err(
+                                    &here,
+                                    format!(
+                                        "[rules.{id}] long-calls: every entry is a string glob, found `{item}`"
+                                    ),
+                                ));
+                            };
+                            let glob = GlobBuilder::new(g).build().map_err(|e| {
+                                err(
+                                    &here,
+                                    format!("[rules.{id}] long-calls: bad glob `{g}`: {e}"),
+                                )
+                            })?;
+                            set.add(glob);
+                        }
+                        rules.long_calls = set
+                            .build()
+                            .map_err(|e| err(&here, format!("[rules.{id}] long-calls: {e}")))?;
+                    }
                     ("max-ttl", toml::Value::String(s)) if rule.id == "long-deadline" => {
                         let d = humantime::parse_duration(s)
                             .map_err(|e| err(&here, format!("[rules.long-deadline] max-ttl `{s}`: {e} (write e.g. \"60s\" or \"2m\")")))?;
                         rules.max_ttl_ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
                     }
                     (k, _) => {
-                        let known = if rule.id == "long-deadline" {
-                            "`level` and `max-ttl`"
-                        } else {
-                            "`level`"
+                        let known = match rule.id {
+                            "long-deadline" => "`level` and `max-ttl`",
+                            "unrenewed-long-operation" => "`level` and `long-calls`",
+                            _ => "`level`",
                         };
                         return Err(err(
                             &here,

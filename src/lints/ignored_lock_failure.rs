@@ -52,5 +52,6 @@ pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {
         span: c.site.span,
         message: format!("{} may fail, but {reason}", lock_name(c)),
         help: "stop when the lock is not acquired: propagate the error with `?`, return, or skip the protected work".into(),
+        ..Default::default()
     })
 }

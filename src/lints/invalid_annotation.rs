@@ -38,5 +38,6 @@ pub fn check(d: &Directive) -> Option<Violation> {
         help: help.clone().unwrap_or_else(|| {
             "write `lockaudit: correctness`, `lockaudit: efficiency` (optionally `fenced-by = \"…\"`) or `lockaudit: allow(rule) reason = \"…\"`".into()
         }),
+        ..Default::default()
     })
 }

@@ -47,5 +47,6 @@ pub fn check(c: &Classified, opts: &RuleOptions) -> Option<Violation> {
             fmt_ms(opts.max_ttl_ms as f64)
         ),
         help: "a long TTL keeps the resource blocked after a holder dies and still cannot outlast every pause; use a short TTL renewed by a keeper".into(),
+        ..Default::default()
     })
 }

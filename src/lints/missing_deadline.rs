@@ -48,5 +48,6 @@ pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {
         span: c.site.span,
         message: format!("{} acquires without a deadline: {reason}", lock_name(c)),
         help: "set the expiry in the acquiring call itself (SET … NX PX <ms>, an etcd lease), so a crashed holder cannot keep the lock forever".into(),
+        ..Default::default()
     })
 }

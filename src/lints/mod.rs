@@ -6,7 +6,15 @@ pub mod ignored_lock_failure;
 pub mod invalid_annotation;
 pub mod long_deadline;
 pub mod missing_deadline;
+pub mod non_consensus_correctness_lock;
+pub mod unchecked_release;
+pub mod unchecked_renewal;
 pub mod unclassified_lock;
+pub mod unfenced_correctness_lock;
+pub mod unreleased_lock;
+pub mod unrenewed_long_operation;
+pub mod unused_suppression;
+pub mod wall_clock_deadline;
 
 use serde::Serialize;
 
@@ -47,11 +55,23 @@ impl Level {
 }
 
 /// What a rule reports, before severity and location are attached.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Violation {
     pub span: Span,
     pub message: String,
     pub help: String,
+    /// Line of the enclosing function's `fn`, for suppressions above it.
+    pub fn_line: Option<usize>,
+    /// The enclosing function's path, for fingerprints.
+    pub context: String,
+}
+
+/// What file-level rules see: the file's classified sites, its other lock calls, and its
+/// wall-clock reads.
+pub struct FileView<'a> {
+    pub sites: &'a [Classified],
+    pub events: &'a [crate::region::Event],
+    pub clocks: &'a [crate::sites::Clock],
 }
 
 /// How a rule looks at the code.
@@ -60,6 +80,10 @@ pub enum Check {
     Site(fn(&Classified, &RuleOptions) -> Option<Violation>),
     /// Once per `lockaudit:` directive.
     Directive(fn(&Directive) -> Option<Violation>),
+    /// Once per file, over its lock calls and wall-clock reads.
+    File(fn(&FileView<'_>, &RuleOptions) -> Vec<Violation>),
+    /// Computed by the engine after suppressions are applied.
+    Engine,
 }
 
 pub struct RuleMeta {
@@ -91,9 +115,49 @@ pub static RULES: &[RuleMeta] = &[
         check: Check::Site(missing_deadline::check),
     },
     RuleMeta {
+        id: "non-consensus-correctness-lock",
+        default_level: Level::Warning,
+        check: Check::Site(non_consensus_correctness_lock::check),
+    },
+    RuleMeta {
+        id: "unchecked-release",
+        default_level: Level::Error,
+        check: Check::File(unchecked_release::check),
+    },
+    RuleMeta {
+        id: "unchecked-renewal",
+        default_level: Level::Error,
+        check: Check::File(unchecked_renewal::check),
+    },
+    RuleMeta {
         id: "unclassified-lock",
         default_level: Level::Warning,
         check: Check::Site(unclassified_lock::check),
+    },
+    RuleMeta {
+        id: "unfenced-correctness-lock",
+        default_level: Level::Error,
+        check: Check::Site(unfenced_correctness_lock::check),
+    },
+    RuleMeta {
+        id: "unreleased-lock",
+        default_level: Level::Warning,
+        check: Check::Site(unreleased_lock::check),
+    },
+    RuleMeta {
+        id: "unrenewed-long-operation",
+        default_level: Level::Warning,
+        check: Check::Site(unrenewed_long_operation::check),
+    },
+    RuleMeta {
+        id: "unused-suppression",
+        default_level: Level::Warning,
+        check: Check::Engine,
+    },
+    RuleMeta {
+        id: "wall-clock-deadline",
+        default_level: Level::Warning,
+        check: Check::File(wall_clock_deadline::check),
     },
 ];
 
@@ -103,7 +167,15 @@ pub const ALL_IDS: &[&str] = &[
     "invalid-annotation",
     "long-deadline",
     "missing-deadline",
+    "non-consensus-correctness-lock",
+    "unchecked-release",
+    "unchecked-renewal",
     "unclassified-lock",
+    "unfenced-correctness-lock",
+    "unreleased-lock",
+    "unrenewed-long-operation",
+    "unused-suppression",
+    "wall-clock-deadline",
 ];
 
 /// Rule docs lifted from the rule files by `build.rs`: (id, markdown).

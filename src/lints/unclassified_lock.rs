@@ -35,9 +35,10 @@ use crate::config::RuleOptions;
 pub struct UnclassifiedLock;
 
 pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {
-    (c.purpose == Purpose::Unclassified).then(|| Violation {
+    (c.purpose == Purpose::Unclassified && !c.site.wrapped).then(|| Violation {
         span: c.site.span,
         message: format!("{} is not classified as an efficiency or a correctness lock", lock_name(c)),
         help: "add `// lockaudit: efficiency` or `// lockaudit: correctness` above the statement, or a [[classify]] entry in lockaudit.toml".into(),
+        ..Default::default()
     })
 }

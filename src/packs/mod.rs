@@ -63,6 +63,8 @@ pub enum ReleaseStyle {
     Explicit,
     Guard,
     Session,
+    /// Held until it expires or is handed over (leader-election leases): releasing is optional.
+    Lease,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -91,6 +93,8 @@ pub enum CallKind {
     KeepAlive,
     /// An auto-renewing keeper (counts as checked renewal).
     Keeper,
+    /// A write through the lock's own client that the lock fences (ZooKeeper's lock node).
+    FencedWrite,
 }
 
 impl CallKind {
@@ -197,6 +201,26 @@ pub struct CallDef {
     pub returns: Returns,
     #[serde(default)]
     pub returns_type: Option<String>,
+    /// Does the call prove the caller still owns the lock (a compare script, an owner field)?
+    /// `false` for raw EXPIRE/DEL, which act on whoever holds the key.
+    #[serde(default = "yes")]
+    pub owner_check: bool,
+    /// The acquisition renews itself while held (rslock's `using`).
+    #[serde(default)]
+    pub auto_renew: bool,
+    /// etcd keep-alive: returns a response stream whose `ttl()` must be checked.
+    #[serde(default)]
+    pub stream_ttl: bool,
+    /// How this call's lock is released, where it differs from the pack's `release`.
+    #[serde(default)]
+    pub release: Option<ReleaseStyle>,
+    /// Whether this call's store has consensus, where it differs from the pack's `consensus`.
+    #[serde(default)]
+    pub consensus: Option<bool>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -212,6 +236,9 @@ pub struct CommandDef {
     pub ttl_flags: BTreeMap<String, FlagUnit>,
     #[serde(default)]
     pub deadline: DeadlineRule,
+    /// As for `[[call]]`: `false` when the command acts on the key whoever holds it.
+    #[serde(default = "yes")]
+    pub owner_check: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

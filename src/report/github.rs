@@ -19,7 +19,7 @@ fn esc_prop(s: &str) -> String {
 
 pub fn render(report: &Report) -> String {
     let mut out = String::new();
-    for f in &report.findings {
+    for f in report.active() {
         let cmd = match f.severity {
             Level::Error => "error",
             Level::Warning => "warning",

@@ -70,7 +70,8 @@ fn label_for(f: &Finding) -> &'static str {
     }
 }
 
-pub fn render(report: &Report, color: bool, suppressed: usize) -> String {
+pub fn render(report: &Report, color: bool) -> String {
+    let suppressed = report.suppressed();
     let theme = if color {
         GraphicalTheme::unicode()
     } else {
@@ -80,7 +81,7 @@ pub fn render(report: &Report, color: bool, suppressed: usize) -> String {
         .with_width(110)
         .with_links(false);
     let mut out = String::new();
-    for f in &report.findings {
+    for f in report.active() {
         let Some(text) = report.sources.get(&f.path) else {
             continue;
         };
@@ -122,7 +123,7 @@ pub fn render(report: &Report, color: bool, suppressed: usize) -> String {
             }
         }
     }
-    let n = report.findings.len();
+    let n = report.active().count();
     let mut summary = format!(
         "{} in {} file{} ({} error{}, {} warning{}, {} note{})",
         plural(n, "finding"),

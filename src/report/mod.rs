@@ -37,6 +37,9 @@ pub struct SiteRecord {
     pub fencing: Fencing,
     pub function: Option<String>,
     pub key: Option<String>,
+    /// For a call to a lock wrapper: the wrapper's path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }
 
 /// One finding.
@@ -52,6 +55,9 @@ pub struct Finding {
     pub message: String,
     pub help: String,
     pub fingerprint: String,
+    pub suppressed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suppression_reason: Option<String>,
     /// The normalised text of the finding's line, for the fingerprint (not serialised).
     #[serde(skip)]
     pub line_text: String,
@@ -90,12 +96,21 @@ impl Report {
         assign_fingerprints(&mut self.findings);
     }
 
-    pub fn count(&self, level: Level) -> usize {
-        self.findings.iter().filter(|f| f.severity == level).count()
+    /// Findings that are not suppressed.
+    pub fn active(&self) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(|f| !f.suppressed)
     }
 
-    /// Does any finding reach the level that fails the run?
+    pub fn count(&self, level: Level) -> usize {
+        self.active().filter(|f| f.severity == level).count()
+    }
+
+    pub fn suppressed(&self) -> usize {
+        self.findings.iter().filter(|f| f.suppressed).count()
+    }
+
+    /// Does any unsuppressed finding reach the level that fails the run?
     pub fn fails(&self, fail_on: Option<Level>) -> bool {
-        fail_on.is_some_and(|min| self.findings.iter().any(|f| f.severity >= min))
+        fail_on.is_some_and(|min| self.active().any(|f| f.severity >= min))
     }
 }

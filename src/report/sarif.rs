@@ -85,6 +85,14 @@ struct SarifResult<'a> {
     message: Text,
     locations: Vec<Location<'a>>,
     partial_fingerprints: Fingerprints<'a>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    suppressions: Vec<Suppression>,
+}
+
+#[derive(Serialize)]
+struct Suppression {
+    kind: &'static str,
+    justification: String,
 }
 
 #[derive(Serialize)]
@@ -207,7 +215,12 @@ fn pascal(id: &str) -> String {
         .collect()
 }
 
-pub fn render(report: &Report, rule_levels: &dyn Fn(&str) -> Level) -> String {
+/// Suppressed findings are left out unless `with_suppressed`: GitHub shows them as open alerts.
+pub fn render(
+    report: &Report,
+    rule_levels: &dyn Fn(&str) -> Level,
+    with_suppressed: bool,
+) -> String {
     let rules: Vec<Rule> = lints::RULES
         .iter()
         .map(|r| {
@@ -250,6 +263,7 @@ pub fn render(report: &Report, rule_levels: &dyn Fn(&str) -> Level) -> String {
     let results = report
         .findings
         .iter()
+        .filter(|f| with_suppressed || !f.suppressed)
         .map(|f| SarifResult {
             rule_id: f.rule,
             rule_index: lints::RULES
@@ -275,6 +289,16 @@ pub fn render(report: &Report, rule_levels: &dyn Fn(&str) -> Level) -> String {
             partial_fingerprints: Fingerprints {
                 primary_location_line_hash: &f.fingerprint,
             },
+            suppressions: f
+                .suppression_reason
+                .as_ref()
+                .map(|r| {
+                    vec![Suppression {
+                        kind: "inSource",
+                        justification: r.clone(),
+                    }]
+                })
+                .unwrap_or_default(),
         })
         .collect();
     let notifications = report

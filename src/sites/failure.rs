@@ -247,6 +247,11 @@ fn binding(p: &Pat) -> Binding {
     }
 }
 
+/// `Ok(x)`, `Some(x)`, `Left(x)`, `true`: the arm where the lock was taken.
+pub(super) fn is_success_pattern(p: &Pat) -> bool {
+    polarity(p) == Polarity::Success
+}
+
 #[derive(PartialEq, Eq)]
 enum Polarity {
     Success,

@@ -2,15 +2,18 @@
 //! trait in scope), function calls by their resolved path, raw commands by name and arguments,
 //! SQL by the advisory-lock functions in the text it runs.
 
+use std::collections::HashSet;
+
 use syn::Expr;
 
-use super::walk::Walker;
+use super::walk::{Walker, idents_in};
 use super::{Fencing, Ttl, ttl};
 use crate::model::Ty;
 use crate::model::eval::{self, Value};
 use crate::model::imports::first_segment;
 use crate::packs::{
-    CallDef, CallKind, CallRef, DeadlineRule, FlagUnit, PackFencing, Returns, SqlScope,
+    CallDef, CallKind, CallRef, DeadlineRule, FlagUnit, PackFencing, ReleaseStyle, Returns,
+    SqlScope,
 };
 use crate::source::Span;
 
@@ -28,6 +31,27 @@ pub(super) struct Matched<'a> {
     pub consumed: usize,
     /// Set when the executing call throws away the result that says whether the lock was taken.
     pub discarded: Option<&'static str>,
+    /// Identifiers in the receiver and arguments.
+    pub mentions: HashSet<String>,
+    pub owner_checked: bool,
+    pub auto_renew: bool,
+    pub stream_ttl: bool,
+    pub sql: bool,
+    /// The call returns a lock value (handle or guard) rather than a reply about a key.
+    pub handle: bool,
+    /// How this call's lock is released, when it differs from the pack's.
+    pub release: Option<ReleaseStyle>,
+    pub consensus: Option<bool>,
+    /// Identifiers in the lease argument (etcd's `with_lease(lease.id())`).
+    pub lease_names: HashSet<String>,
+}
+
+fn mentions_of(receiver: Option<&Expr>, args: &[&Expr]) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for e in receiver.into_iter().chain(args.iter().copied()) {
+        out.extend(idents_in(e));
+    }
+    out
 }
 
 /// `outward` holds the enclosing chain levels, outermost first.
@@ -251,6 +275,21 @@ fn build<'a>(
         returns: def.returns,
         consumed: 0,
         discarded: None,
+        mentions: mentions_of(receiver, args),
+        owner_checked: def.owner_check,
+        auto_renew: def.auto_renew,
+        stream_ttl: def.stream_ttl,
+        sql: false,
+        handle: def.returns_type.is_some()
+            || def.in_scope.is_empty()
+                && !matches!(def.returns, Returns::Bool | Returns::ResultBool),
+        release: def.release,
+        consensus: def.consensus,
+        lease_names: def
+            .lease_arg
+            .and_then(|i| args.get(i))
+            .map(|a| idents_in(a))
+            .unwrap_or_default(),
     }
 }
 
@@ -352,6 +391,15 @@ fn match_command<'a>(
                 returns: Returns::ResultOption,
                 consumed,
                 discarded: None,
+                mentions: mentions_of(None, &cmd_args),
+                owner_checked: c.owner_check,
+                auto_renew: false,
+                stream_ttl: false,
+                sql: false,
+                handle: false,
+                release: None,
+                consensus: None,
+                lease_names: HashSet::new(),
             });
         }
     }
@@ -448,6 +496,15 @@ fn sql_match<'a>(
         consumed: 0,
         discarded: (try_kind && matches!(call_name, "execute" | "batch_execute"))
             .then_some("`execute` discards the boolean that says whether the lock was taken"),
+        mentions: HashSet::new(),
+        owner_checked: true,
+        auto_renew: false,
+        stream_ttl: false,
+        sql: true,
+        handle: false,
+        release: None,
+        consensus: None,
+        lease_names: HashSet::new(),
     })
 }
 

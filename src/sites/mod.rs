@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use crate::model::{CrateIndex, Imports};
 use crate::packs::{CallKind, PackSet, ReleaseStyle};
+use crate::region::{Event, Region};
 use crate::source::{SourceFile, Span};
 
 pub use walk::analyze_file;
@@ -81,11 +82,39 @@ pub struct Site {
     pub stmt_line: usize,
     pub function: Option<FnInfo>,
     pub key: Option<String>,
+    /// The key expression as written, when it is not a literal (matched within the function).
+    pub key_expr: Option<String>,
     pub ttl: Ttl,
     pub failure: Failure,
     pub fencing: Fencing,
     pub release: ReleaseStyle,
     pub consensus: bool,
+    /// Found in SQL text (session or transaction advisory lock).
+    pub sql: bool,
+    /// What happens while the lock is held.
+    pub region: Region,
+    /// For a call to a lock wrapper: the wrapper's path.
+    pub via: Option<String>,
+    /// The primitive inside a wrapper: purpose, fencing and consensus are judged at the wrapper's
+    /// call sites instead.
+    pub wrapped: bool,
+}
+
+/// `SystemTime::now()` and friends used for a lock's expiry.
+#[derive(Debug, Clone)]
+pub struct Clock {
+    pub span: Span,
+    pub what: String,
+    pub fn_line: usize,
+    pub function: String,
+}
+
+/// What one file says about locks.
+#[derive(Debug, Default)]
+pub struct FileFacts {
+    pub sites: Vec<Site>,
+    pub events: Vec<Event>,
+    pub clocks: Vec<Clock>,
 }
 
 /// Everything the site finder needs about one file.
@@ -94,4 +123,6 @@ pub struct FileCx<'c> {
     pub imports: &'c Imports,
     pub index: &'c CrateIndex,
     pub packs: &'c PackSet,
+    /// Is a call (`path` or `Type::method`) configured as long-running?
+    pub long_call: &'c dyn Fn(&str) -> bool,
 }

@@ -8,19 +8,20 @@ use syn::{Expr, Pat, Stmt};
 
 use super::failure::{self, Use};
 use super::matchers::{self, Matched};
-use super::{FileCx, FnInfo, Site};
+use super::{Clock, FileCx, FileFacts, FnInfo, Site};
 use crate::model::eval::{Lookup, Value};
 use crate::model::index::ty_with;
 use crate::model::{Imports, Ty};
+use crate::region::{self, Event, Holding, Marker, MarkerKind, Pos};
 use crate::source::Span;
 
 /// Finds every lock site in a parsed file.
-pub fn analyze_file(file: &syn::File, cx: &FileCx<'_>) -> Vec<Site> {
-    let mut sites = Vec::new();
+pub fn analyze_file(file: &syn::File, cx: &FileCx<'_>) -> FileFacts {
+    let mut facts = FileFacts::default();
     // Macro arguments are parsed on the fly and must live as long as the tree they extend.
     let arena = MacroArena::new();
-    items(&file.items, cx, cx.imports, &arena, &mut sites);
-    sites
+    items(&file.items, cx, cx.imports, &arena, &mut facts);
+    facts
 }
 
 type MacroArgs = syn::punctuated::Punctuated<Expr, syn::Token![,]>;
@@ -31,7 +32,7 @@ fn items<'a>(
     cx: &FileCx<'_>,
     imports: &Imports,
     arena: &'a MacroArena,
-    out: &mut Vec<Site>,
+    out: &mut FileFacts,
 ) {
     for item in list {
         match item {
@@ -112,7 +113,7 @@ fn analyze_fn<'a>(
     self_ty: Option<Ty>,
     path: String,
     arena: &'a MacroArena,
-    out: &mut Vec<Site>,
+    out: &mut FileFacts,
 ) {
     // `use` items inside the body extend the module's imports for this function only.
     let local_uses: Vec<syn::Item> = body
@@ -149,7 +150,18 @@ fn analyze_fn<'a>(
         done: HashSet::new(),
         arena,
         out,
+        events: Vec::new(),
+        markers: Vec::new(),
+        guards: Vec::new(),
+        closure_depth: 0,
+        loops: Vec::new(),
+        block_ends: Vec::new(),
+        holdings: Vec::new(),
+        saw_ttl_check: false,
+        stmt_end: (0, 0),
+        first_site: 0,
     };
+    w.first_site = w.out.sites.len();
     for gp in &sig.generics.params {
         if let syn::GenericParam::Type(tp) = gp {
             w.add_generic(&tp.ident.to_string(), tp.bounds.iter());
@@ -171,7 +183,9 @@ fn analyze_fn<'a>(
             w.bind(&pt.pat, None, ty);
         }
     }
+    w.block_ends.push(region::end_of(Span::of(body)));
     w.visit_block(body);
+    w.finish(body);
 }
 
 /// A local variable: its type when known, and its initialiser for value evaluation.
@@ -197,7 +211,22 @@ pub(super) struct Walker<'a, 'c> {
     /// Call expressions already recorded as sites (a chain is seen from several levels).
     done: HashSet<*const Expr>,
     arena: &'a MacroArena,
-    out: &'c mut Vec<Site>,
+    out: &'c mut FileFacts,
+    /// Non-acquisition lock calls and the flow markers of this function (see `region`).
+    events: Vec<Event>,
+    markers: Vec<Marker>,
+    /// Identifiers in the conditions around the current point.
+    guards: Vec<Vec<String>>,
+    closure_depth: usize,
+    loops: Vec<Span>,
+    block_ends: Vec<Pos>,
+    /// Sites of this function (index into `out.sites`) and how each is held.
+    holdings: Vec<(usize, Holding)>,
+    /// Some keep-alive response of this function is checked with `.ttl()`.
+    saw_ttl_check: bool,
+    /// End of the statement being walked.
+    stmt_end: Pos,
+    first_site: usize,
 }
 
 impl<'a, 'c> Walker<'a, 'c> {
@@ -243,6 +272,25 @@ impl<'a, 'c> Walker<'a, 'c> {
 
     /// Binds the names a pattern introduces. Every name shadows, even when nothing is known about it.
     fn bind(&mut self, pat: &'a Pat, init: Option<&'a Expr>, ty: Option<Ty>) {
+        let mut names = Vec::new();
+        pattern_idents(pat, &mut names);
+        let mentioned = init.map(idents_in).unwrap_or_default();
+        // `let lock = mgr.extend(&lock, ttl)?` rebinds the name to the same lock: not a rebinding.
+        for n in names.iter().filter(|n| !mentioned.contains(*n)) {
+            self.marker(MarkerKind::Rebind(n.clone()), Span::of(pat));
+        }
+        // A value computed from a lock's result carries it (`let acquired: bool = row.get(0)`).
+        if init.is_some() {
+            for (_, h) in &mut self.holdings {
+                if h.names.iter().any(|n| mentioned.contains(n)) {
+                    h.names.extend(names.iter().cloned());
+                }
+            }
+        }
+        self.bind_types(pat, init, ty);
+    }
+
+    fn bind_types(&mut self, pat: &'a Pat, init: Option<&'a Expr>, ty: Option<Ty>) {
         match pat {
             Pat::Ident(pi) => {
                 let local = Local {
@@ -255,10 +303,10 @@ impl<'a, 'c> Walker<'a, 'c> {
             }
             Pat::Type(pt) => {
                 let ty = self.ty_of_type(&pt.ty).or(ty);
-                self.bind(&pt.pat, init, ty);
+                self.bind_types(&pt.pat, init, ty);
             }
-            Pat::Reference(r) => self.bind(&r.pat, init, ty),
-            Pat::Paren(p) => self.bind(&p.pat, init, ty),
+            Pat::Reference(r) => self.bind_types(&r.pat, init, ty),
+            Pat::Paren(p) => self.bind_types(&p.pat, init, ty),
             Pat::TupleStruct(ts)
                 if ts.elems.len() == 1
                     && ts.path.segments.last().is_some_and(|s| {
@@ -266,7 +314,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     }) =>
             {
                 let inner = ty.map(|t| t.peeled().clone());
-                self.bind(&ts.elems[0], None, inner);
+                self.bind_types(&ts.elems[0], None, inner);
             }
             other => {
                 let mut names = Vec::new();
@@ -477,23 +525,58 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .rev()
                     .copied()
                     .collect();
-                self.record(m, &outward, u);
+                self.record(m, &outward, u, region::end_of(Span::of(e)));
                 return;
             }
         }
     }
 
-    fn record(&mut self, m: Matched<'a>, outward: &[&'a Expr], u: Use<'a>) {
-        if !m.kind.is_acquisition() {
-            return;
-        }
+    fn record(&mut self, m: Matched<'a>, outward: &[&'a Expr], u: Use<'a>, chain_end: Pos) {
         let failure = failure::judge(self, m.returns, outward, &u, m.discarded);
         let pack = &self.cx.packs.packs[m.pack].pack;
-        let key = m
+        let evaluated = m
             .key
             .as_ref()
             .and_then(|k| crate::model::eval::eval_str(k, &*self));
-        self.out.push(Site {
+        let key_literal = evaluated.is_some();
+        let key = evaluated.or_else(|| {
+            m.key
+                .as_ref()
+                .map(|k| quote::ToTokens::to_token_stream(k).to_string())
+        });
+        if !m.kind.is_acquisition() {
+            let (result_var, passed_on) = match &u {
+                Use::Bind { pat, .. } => (single_name(pat), false),
+                Use::Escape => (None, true),
+                _ => (None, false),
+            };
+            let mut failure = failure;
+            if m.stream_ttl {
+                failure = self.keep_alive_stream_checked(&u);
+            }
+            self.events.push(Event {
+                kind: m.kind,
+                pack: m.pack,
+                api: m.api,
+                span: m.span,
+                mentions: m.mentions,
+                key,
+                failure,
+                result_var,
+                passed_on,
+                auto_renew: m.auto_renew,
+                owner_checked: m.owner_checked,
+                fn_line: self.info.sig_line,
+                function: self.info.path.clone(),
+            });
+            return;
+        }
+        let mut holding = self.holding_for(&u, key.clone(), m.auto_renew, m.sql);
+        holding.lease_names = m.lease_names.clone();
+        holding.start = holding.start.max(chain_end);
+        holding.handle = m.handle;
+        self.holdings.push((self.out.sites.len(), holding));
+        self.out.sites.push(Site {
             pack: m.pack,
             library: pack.name.clone(),
             api: m.api,
@@ -501,13 +584,164 @@ impl<'a, 'c> Walker<'a, 'c> {
             span: m.span,
             stmt_line: self.stmt_line,
             function: Some(self.info.clone()),
-            key,
+            key: if key_literal { key.clone() } else { None },
+            key_expr: if key_literal { None } else { key },
             ttl: m.ttl,
             failure,
             fencing: m.fencing,
-            release: pack.release,
-            consensus: pack.consensus,
+            release: m.release.unwrap_or(pack.release),
+            consensus: m.consensus.unwrap_or(pack.consensus),
+            sql: m.sql,
+            region: Default::default(),
+            via: None,
+            wrapped: false,
         });
+    }
+
+    /// How the acquired lock is held: the names it is bound to and where that binding ends.
+    fn holding_for(
+        &self,
+        u: &Use<'a>,
+        key: Option<String>,
+        auto_renew: bool,
+        sql: bool,
+    ) -> Holding {
+        let mut h = Holding {
+            scope_end: self.block_ends.last().copied().unwrap_or((usize::MAX, 0)),
+            loops: self.loops.clone(),
+            auto_renew,
+            // Raw commands and SQL are known by their key; values by their names.
+            key: if sql { None } else { key },
+            ..Default::default()
+        };
+        match u {
+            Use::Bind { pat, .. } => {
+                let mut names = Vec::new();
+                pattern_idents(pat, &mut names);
+                h.names.extend(names);
+                // `let … else { return }` and `let x = match … { None => return … }`: the
+                // statement's own exits are failure paths.
+                h.start = self.stmt_end;
+            }
+            Use::IfLet { pat, then, .. } => {
+                // `if let Err(e) = …` binds the error; the lock value, if any, was dropped.
+                if failure::is_success_pattern(pat) {
+                    let mut names = Vec::new();
+                    pattern_idents(pat, &mut names);
+                    h.names.extend(names);
+                }
+                h.scope_end = region::end_of(Span::of(*then));
+            }
+            Use::Match { bound: Some(p), .. } => {
+                let mut names = Vec::new();
+                pattern_idents(p, &mut names);
+                h.names.extend(names);
+                h.start = self.stmt_end;
+            }
+            Use::Match { arms, bound: None } => {
+                // Held in the arm that matched success, and only there (or wherever that arm hands it).
+                if let Some(arm) = arms.iter().find(|a| failure::is_success_pattern(&a.pat)) {
+                    let mut names = Vec::new();
+                    pattern_idents(&arm.pat, &mut names);
+                    h.escapes_at_site = names.iter().any(|n| hands_on(&arm.body, n));
+                    h.names.extend(names);
+                    h.start = region::start_of(Span::of(&*arm.body));
+                    h.scope_end = region::end_of(Span::of(&*arm.body));
+                } else {
+                    h.scope_end = h.start;
+                }
+            }
+            Use::Escape => h.escapes_at_site = true,
+            Use::Cond { then, .. } => h.scope_end = region::end_of(Span::of(*then)),
+            Use::Discard | Use::Other => {}
+        }
+        h
+    }
+
+    /// etcd's keep-alive: an expired lease answers with TTL 0, not an error, so the response stream
+    /// must be kept and its `ttl()` looked at.
+    fn keep_alive_stream_checked(&self, u: &Use<'a>) -> super::Failure {
+        let dropped = match u {
+            Use::Bind { pat, .. } => match peel_pat(pat) {
+                Pat::Tuple(t) => t.elems.iter().nth(1).is_none_or(|p| match peel_pat(p) {
+                    Pat::Wild(_) => true,
+                    Pat::Ident(i) => i.ident.to_string().starts_with('_'),
+                    _ => false,
+                }),
+                _ => false,
+            },
+            Use::Discard => true,
+            _ => false,
+        };
+        if dropped {
+            super::Failure::Ignored {
+                reason:
+                    "its response stream is dropped, so a lease that expired (TTL 0) goes unnoticed"
+                        .into(),
+            }
+        } else {
+            super::Failure::Handled
+        }
+    }
+
+    fn marker(&mut self, kind: MarkerKind, span: Span) {
+        let target_loop = match kind {
+            MarkerKind::Exit("break" | "continue") => self.loops.last().copied(),
+            _ => None,
+        };
+        self.markers.push(Marker {
+            kind,
+            span,
+            guards: self.guards.iter().flatten().cloned().collect(),
+            in_closure: self.closure_depth > 0,
+            target_loop,
+        });
+    }
+
+    /// After the walk: regions of this function's sites, its events, and wall-clock deadlines.
+    fn finish(&mut self, body: &'a syn::Block) {
+        // The keep-alive check is function-wide: the stream may be polled anywhere in it.
+        if self.saw_ttl_check {
+            for e in &mut self.events {
+                if e.kind == crate::packs::CallKind::KeepAlive
+                    && matches!(&e.failure, super::Failure::Ignored { reason } if reason.contains("response stream"))
+                {
+                    e.failure = super::Failure::Handled;
+                }
+            }
+        }
+        for (idx, h) in std::mem::take(&mut self.holdings) {
+            let site = &self.out.sites[idx];
+            let r = region::compute(
+                site.span,
+                &h,
+                &self.events,
+                &self.markers,
+                site.pack,
+                site.sql,
+            );
+            self.out.sites[idx].region = r;
+        }
+        let has_lock_work = self.out.sites.len() > self.first_site || !self.events.is_empty();
+        self.out.events.append(&mut self.events);
+        if has_lock_work {
+            let mut clocks = Clocks {
+                w: self,
+                found: Vec::new(),
+                lets: Vec::new(),
+            };
+            clocks.visit_block(body);
+            let found = clocks.found;
+            let (line, function) = (self.info.sig_line, self.info.path.clone());
+            self.out
+                .clocks
+                .extend(found.into_iter().map(|(span, what)| Clock {
+                    span,
+                    what,
+                    fn_line: line,
+                    function: function.clone(),
+                }));
+        }
     }
 
     fn visit_macro_args(&mut self, mac: &'a syn::Macro) {
@@ -559,10 +793,12 @@ impl Lookup for ConstEnv<'_, '_, '_> {
 impl<'a> Visit<'a> for Walker<'a, '_> {
     fn visit_block(&mut self, b: &'a syn::Block) {
         self.scopes.push(HashMap::new());
+        self.block_ends.push(region::end_of(Span::of(b)));
         let saved_line = self.stmt_line;
         for (i, stmt) in b.stmts.iter().enumerate() {
             self.rest.push(&b.stmts[i + 1..]);
             self.stmt_line = Span::of(stmt).line;
+            self.stmt_end = region::end_of(Span::of(stmt));
             match stmt {
                 Stmt::Local(l) => {
                     let mut ty = None;
@@ -576,13 +812,19 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                         );
                         self.visit_expr(&init.expr);
                         if let Some((_, els)) = &init.diverge {
+                            // The `else` of `let … else` runs when the pattern did not match.
+                            self.guards
+                                .push(idents_in(&init.expr).into_iter().collect());
                             self.visit_expr(els);
+                            self.guards.pop();
                         }
                         ty = self.type_of(&init.expr);
                     }
                     self.bind(&l.pat, l.init.as_ref().map(|i| &*i.expr), ty);
                 }
                 Stmt::Expr(e, semi) => {
+                    let tail_of_fn =
+                        semi.is_none() && self.block_ends.len() == 2 && i + 1 == b.stmts.len();
                     self.set_use(
                         e,
                         if semi.is_some() {
@@ -591,6 +833,9 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                             Use::Escape
                         },
                     );
+                    if tail_of_fn {
+                        self.escape_if_name(e);
+                    }
                     self.visit_expr(e);
                 }
                 Stmt::Item(syn::Item::Fn(f)) => {
@@ -612,6 +857,7 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
             self.rest.pop();
         }
         self.stmt_line = saved_line;
+        self.block_ends.pop();
         self.scopes.pop();
     }
 
@@ -638,6 +884,7 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
         match e {
             Expr::If(i) => {
                 self.scopes.push(HashMap::new());
+                let cond_names: Vec<String> = idents_in(&i.cond).into_iter().collect();
                 match &*i.cond {
                     Expr::Let(l) => {
                         self.set_use(
@@ -650,7 +897,8 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                         );
                         self.visit_expr(&l.expr);
                         let ty = self.type_of(&l.expr);
-                        self.bind(&l.pat, None, ty);
+                        // The scrutinee is the init for taint (`if let Some(l) = lock`).
+                        self.bind(&l.pat, Some(&l.expr), ty);
                     }
                     Expr::Unary(un) if matches!(un.op, syn::UnOp::Not(_)) => {
                         self.set_use(
@@ -675,13 +923,16 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                         self.visit_expr(cond);
                     }
                 }
+                self.guards.push(cond_names);
                 self.visit_block(&i.then_branch);
                 self.scopes.pop();
                 if let Some((_, els)) = &i.else_branch {
                     self.visit_expr(els);
                 }
+                self.guards.pop();
             }
             Expr::While(w) => {
+                self.marker(MarkerKind::Loop, Span::of(&w.while_token));
                 self.scopes.push(HashMap::new());
                 if let Expr::Let(l) = &*w.cond {
                     self.set_use(&l.expr, Use::Escape);
@@ -692,7 +943,26 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                     self.set_use(&w.cond, Use::Escape);
                     self.visit_expr(&w.cond);
                 }
+                self.loops.push(Span::of(e));
                 self.visit_block(&w.body);
+                self.loops.pop();
+                self.scopes.pop();
+            }
+            Expr::Loop(l) => {
+                self.marker(MarkerKind::Loop, Span::of(&l.loop_token));
+                self.loops.push(Span::of(e));
+                self.visit_block(&l.body);
+                self.loops.pop();
+            }
+            Expr::ForLoop(f) => {
+                // The iterated expression runs before the loop: mark the body.
+                self.marker(MarkerKind::Loop, Span::of(&f.body));
+                self.visit_expr(&f.expr);
+                self.scopes.push(HashMap::new());
+                self.bind(&f.pat, None, None);
+                self.loops.push(Span::of(e));
+                self.visit_block(&f.body);
+                self.loops.pop();
                 self.scopes.pop();
             }
             Expr::Match(m) => {
@@ -705,6 +975,7 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                 );
                 self.visit_expr(&m.expr);
                 let ty = self.type_of(&m.expr);
+                self.guards.push(idents_in(&m.expr).into_iter().collect());
                 for arm in &m.arms {
                     self.scopes.push(HashMap::new());
                     self.bind(&arm.pat, None, ty.clone());
@@ -715,15 +986,10 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                     self.visit_expr(&arm.body);
                     self.scopes.pop();
                 }
-            }
-            Expr::ForLoop(f) => {
-                self.visit_expr(&f.expr);
-                self.scopes.push(HashMap::new());
-                self.bind(&f.pat, None, None);
-                self.visit_block(&f.body);
-                self.scopes.pop();
+                self.guards.pop();
             }
             Expr::Closure(c) => {
+                self.closure_depth += 1;
                 self.scopes.push(HashMap::new());
                 for p in &c.inputs {
                     self.bind(p, None, None);
@@ -731,21 +997,59 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                 self.set_use(&c.body, Use::Escape);
                 self.visit_expr(&c.body);
                 self.scopes.pop();
+                self.closure_depth -= 1;
+            }
+            Expr::Async(a) => {
+                // `?` and `return` inside an async block leave the block, not the function.
+                self.closure_depth += 1;
+                self.visit_block(&a.block);
+                self.closure_depth -= 1;
+            }
+            Expr::Try(t) => {
+                self.visit_expr(&t.expr);
+                // `res?` leaves only when `res` failed: for that value it is the failure path.
+                self.guards.push(chain_root(&t.expr).into_iter().collect());
+                self.marker(MarkerKind::Exit("?"), Span::of(&t.question_token));
+                self.guards.pop();
             }
             Expr::Return(r) => {
                 if let Some(x) = &r.expr {
                     self.set_use(x, Use::Escape);
+                    self.escape_if_name(x);
                     self.visit_expr(x);
                 }
+                self.marker(MarkerKind::Exit("return"), Span::of(&r.return_token));
             }
             Expr::Break(b) => {
                 if let Some(x) = &b.expr {
                     self.set_use(x, Use::Escape);
+                    self.escape_if_name(x);
                     self.visit_expr(x);
                 }
+                self.marker(MarkerKind::Exit("break"), Span::of(&b.break_token));
+            }
+            Expr::Continue(c) => {
+                self.marker(MarkerKind::Exit("continue"), Span::of(&c.continue_token))
             }
             Expr::Call(c) => {
                 self.visit_expr(&c.func);
+                if let Expr::Path(f) = &*c.func {
+                    let path = self.resolve(&f.path);
+                    let last = path.rsplit("::").next().unwrap_or(&path);
+                    if last == "sleep" {
+                        self.marker(MarkerKind::Sleep, Span::of(&*c.func));
+                    } else if last == "drop"
+                        && c.args.len() == 1
+                        && let Some(n) = name_of(&c.args[0])
+                    {
+                        self.marker(MarkerKind::Drop(n), Span::of(e));
+                    }
+                    let shown = path.strip_prefix("crate::").unwrap_or(&path).to_string();
+                    if (self.cx.long_call)(&shown) {
+                        self.marker(MarkerKind::LongCall(shown), Span::of(&*c.func));
+                    }
+                }
+                self.call_args(e, c.args.iter());
                 for a in &c.args {
                     self.set_use(a, Use::Escape);
                     self.visit_expr(a);
@@ -753,6 +1057,18 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
             }
             Expr::MethodCall(m) => {
                 self.visit_expr(&m.receiver);
+                let method = m.method.to_string();
+                if method == "ttl" {
+                    self.saw_ttl_check = true;
+                }
+                let owner = self
+                    .type_of(&m.receiver)
+                    .map(|t| t.peeled().last_segment().to_string());
+                let shown = owner.map_or(method.clone(), |o| format!("{o}::{method}"));
+                if (self.cx.long_call)(&shown) || (self.cx.long_call)(&method) {
+                    self.marker(MarkerKind::LongCall(shown), Span::of(&m.method));
+                }
+                self.call_args(e, m.args.iter());
                 for a in &m.args {
                     self.set_use(a, Use::Escape);
                     self.visit_expr(a);
@@ -762,11 +1078,13 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
             Expr::Assign(a) => {
                 self.visit_expr(&a.left);
                 self.set_use(&a.right, Use::Escape);
+                self.escape_if_name(&a.right);
                 self.visit_expr(&a.right);
             }
             Expr::Struct(s) => {
                 for f in &s.fields {
                     self.set_use(&f.expr, Use::Escape);
+                    self.escape_if_name(&f.expr);
                     self.visit_expr(&f.expr);
                 }
                 if let Some(r) = &s.rest {
@@ -776,12 +1094,14 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
             Expr::Tuple(t) => {
                 for x in &t.elems {
                     self.set_use(x, Use::Escape);
+                    self.escape_if_name(x);
                     self.visit_expr(x);
                 }
             }
             Expr::Array(t) => {
                 for x in &t.elems {
                     self.set_use(x, Use::Escape);
+                    self.escape_if_name(x);
                     self.visit_expr(x);
                 }
             }
@@ -792,6 +1112,258 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
     // Nested items are analysed as functions of their own (see `visit_block`); the generic visitor
     // must not walk into them with this function's scope.
     fn visit_item(&mut self, _: &'a syn::Item) {}
+}
+
+impl<'a> Walker<'a, '_> {
+    /// A value moved by name (`consume(lock)`, `Holder { lock }`, `return lock`) escapes the region.
+    fn escape_if_name(&mut self, e: &Expr) {
+        if let Some(n) = name_of(e) {
+            self.marker(MarkerKind::Escape(n), Span::of(e));
+        }
+    }
+
+    /// Records what a call's arguments mention (token sinks), and moves by value.
+    fn call_args<'e>(&mut self, call: &Expr, args: impl Iterator<Item = &'e Expr>) {
+        let mut names = Vec::new();
+        let mut moved = Vec::new();
+        for a in args {
+            names.extend(idents_in(a));
+            if let Some(n) = name_of(a) {
+                moved.push(n);
+            }
+        }
+        let is_drop = matches!(call, Expr::Call(c) if matches!(&*c.func, Expr::Path(p) if p.path.is_ident("drop")));
+        // Same span as the lock event this call may be, so that a release's own move is not an escape.
+        let span = match call {
+            Expr::MethodCall(m) => Span::of(&m.method),
+            Expr::Call(c) => func_name_span(c),
+            other => Span::of(other),
+        };
+        if !is_drop {
+            for n in moved {
+                self.marker(MarkerKind::Escape(n), span);
+            }
+        }
+        if !names.is_empty() {
+            self.marker(MarkerKind::CallArgs(names), span);
+        }
+    }
+}
+
+/// Does an arm body hand `name` on (`break name`, `return name`, or `name` as its value)?
+fn hands_on(body: &Expr, name: &str) -> bool {
+    match body {
+        Expr::Break(b) => b
+            .expr
+            .as_deref()
+            .and_then(name_of)
+            .is_some_and(|n| n == name),
+        Expr::Return(r) => r
+            .expr
+            .as_deref()
+            .and_then(name_of)
+            .is_some_and(|n| n == name),
+        Expr::Block(b) => match b.block.stmts.last() {
+            Some(Stmt::Expr(e, None)) => hands_on(e, name),
+            Some(Stmt::Expr(e @ (Expr::Break(_) | Expr::Return(_)), Some(_))) => hands_on(e, name),
+            _ => false,
+        },
+        other => name_of(other).is_some_and(|n| n == name),
+    }
+}
+
+/// `name` or `name.clone()`-free plain path: the name of a local moved by value.
+fn name_of(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Path(p) if p.qself.is_none() => p
+            .path
+            .get_ident()
+            .map(|i| i.to_string())
+            .filter(|n| n.starts_with(|c: char| c.is_lowercase() || c == '_')),
+        Expr::Paren(p) => name_of(&p.expr),
+        _ => None,
+    }
+}
+
+/// The span matchers give a function call: its last path segment.
+fn func_name_span(c: &syn::ExprCall) -> Span {
+    match &*c.func {
+        Expr::Path(p) => p
+            .path
+            .segments
+            .last()
+            .map_or_else(|| Span::of(&p.path), |s| Span::of(&s.ident)),
+        other => Span::of(other),
+    }
+}
+
+/// The local at the root of a method chain (`res` in `res.context("…")`), if any.
+fn chain_root(e: &Expr) -> Option<String> {
+    match e {
+        Expr::MethodCall(m) => chain_root(&m.receiver),
+        Expr::Await(a) => chain_root(&a.base),
+        Expr::Paren(p) => chain_root(&p.expr),
+        Expr::Reference(r) => chain_root(&r.expr),
+        other => name_of(other),
+    }
+}
+
+/// Every identifier used as a path in an expression (locals it reads).
+pub(super) fn idents_in(e: &Expr) -> HashSet<String> {
+    struct Ids(HashSet<String>);
+    impl<'ast> Visit<'ast> for Ids {
+        fn visit_expr_path(&mut self, p: &'ast syn::ExprPath) {
+            if let Some(id) = p.path.get_ident() {
+                self.0.insert(id.to_string());
+            }
+        }
+        fn visit_macro(&mut self, m: &'ast syn::Macro) {
+            fn walk(ts: proc_macro2::TokenStream, out: &mut HashSet<String>) {
+                for t in ts {
+                    match t {
+                        proc_macro2::TokenTree::Ident(i) => {
+                            out.insert(i.to_string());
+                        }
+                        proc_macro2::TokenTree::Group(g) => walk(g.stream(), out),
+                        _ => {}
+                    }
+                }
+            }
+            walk(m.tokens.clone(), &mut self.0);
+        }
+    }
+    let mut ids = Ids(HashSet::new());
+    ids.visit_expr(e);
+    ids.0
+}
+
+fn peel_pat(p: &Pat) -> &Pat {
+    match p {
+        Pat::Type(t) => peel_pat(&t.pat),
+        Pat::Paren(x) => peel_pat(&x.pat),
+        Pat::Reference(r) => peel_pat(&r.pat),
+        other => other,
+    }
+}
+
+fn single_name(p: &Pat) -> Option<String> {
+    match peel_pat(p) {
+        Pat::Ident(i) => Some(i.ident.to_string()),
+        _ => None,
+    }
+}
+
+/// Wall-clock time read where a lock's expiry is computed or compared.
+struct Clocks<'w, 'a, 'c> {
+    w: &'w Walker<'a, 'c>,
+    found: Vec<(Span, String)>,
+    /// Locals bound to a `now()`: (name, the call's span, what was called).
+    lets: Vec<(String, Span, String)>,
+}
+
+const EXPIRY_WORDS: &[&str] = &[
+    "expir", "deadline", "lease", "valid", "ttl", "until", "timeout",
+];
+
+fn expiry_like(names: &HashSet<String>, extra: Option<&str>) -> bool {
+    names.iter().map(String::as_str).chain(extra).any(|n| {
+        let n = n.to_ascii_lowercase();
+        EXPIRY_WORDS.iter().any(|w| n.contains(w))
+    })
+}
+
+impl Clocks<'_, '_, '_> {
+    /// `SystemTime::now()`, `Utc::now()`, `Local::now()`, `OffsetDateTime::now_utc()`.
+    fn wall_clock(&self, e: &Expr) -> Option<(Span, String)> {
+        match e {
+            Expr::Call(c) if c.args.is_empty() => {
+                let Expr::Path(p) = &*c.func else { return None };
+                let path = self.w.resolve(&p.path);
+                let mut segs = path.rsplit("::");
+                let (f, t) = (segs.next()?, segs.next()?);
+                let hit = matches!(
+                    (t, f),
+                    ("SystemTime", "now")
+                        | ("Utc" | "Local", "now")
+                        | ("OffsetDateTime", "now_utc" | "now_local")
+                );
+                hit.then(|| (Span::of(e), format!("{t}::{f}()")))
+            }
+            Expr::Paren(p) => self.wall_clock(&p.expr),
+            Expr::MethodCall(m) => self.wall_clock(&m.receiver),
+            Expr::Try(t) => self.wall_clock(&t.expr),
+            _ => None,
+        }
+    }
+
+    fn clock_in(&self, e: &Expr) -> Option<(Span, String)> {
+        if let Some(hit) = self.wall_clock(e) {
+            return Some(hit);
+        }
+        let n = name_of(e)?;
+        self.lets
+            .iter()
+            .rev()
+            .find(|(name, ..)| *name == n)
+            .map(|(_, s, w)| (*s, w.clone()))
+    }
+}
+
+impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
+    fn visit_local(&mut self, l: &'ast syn::Local) {
+        if let Some(init) = &l.init {
+            let name = single_name(&l.pat);
+            if let Some((span, what)) = self.wall_clock(&init.expr) {
+                match &*init.expr {
+                    // `let deadline = SystemTime::now() + ttl;` is caught as a binary below.
+                    Expr::Binary(_) => {}
+                    _ => {
+                        if let Some(n) = &name {
+                            if expiry_like(&HashSet::new(), Some(n)) {
+                                self.found.push((span, what.clone()));
+                            }
+                            self.lets.push((n.clone(), span, what));
+                        }
+                    }
+                }
+            }
+            if let Expr::Binary(b) = &*init.expr
+                && let Some(hit) = self.clock_in(&b.left).or_else(|| self.clock_in(&b.right))
+                && expiry_like(&idents_in(&init.expr), name.as_deref())
+            {
+                self.found.push(hit);
+                if let Some(n) = name {
+                    self.lets.push((
+                        n,
+                        self.found[self.found.len() - 1].0,
+                        self.found[self.found.len() - 1].1.clone(),
+                    ));
+                }
+                return;
+            }
+        }
+        syn::visit::visit_local(self, l);
+    }
+
+    fn visit_expr_binary(&mut self, b: &'ast syn::ExprBinary) {
+        use syn::BinOp::*;
+        let relevant = matches!(
+            b.op,
+            Lt(_) | Le(_) | Gt(_) | Ge(_) | Eq(_) | Ne(_) | Add(_) | Sub(_)
+        );
+        if relevant && let Some(hit) = self.clock_in(&b.left).or_else(|| self.clock_in(&b.right)) {
+            let mut names = idents_in(&b.left);
+            names.extend(idents_in(&b.right));
+            // Field names count too: `now > lock.expires_at`.
+            let text = quote::ToTokens::to_token_stream(b).to_string();
+            if expiry_like(&names, Some(&text)) && !self.found.contains(&hit) {
+                self.found.push(hit);
+            }
+        }
+        syn::visit::visit_expr_binary(self, b);
+    }
+
+    fn visit_item(&mut self, _: &'ast syn::Item) {}
 }
 
 fn pattern_idents(p: &Pat, out: &mut Vec<String>) {

@@ -1,0 +1,47 @@
+use super::unchecked_renewal::lock_key;
+use super::{FileView, Violation};
+use crate::config::RuleOptions;
+use crate::packs::CallKind;
+
+/// ## What it does
+/// Flags a release that deletes the lock's key without checking the owner: `DEL`, `del` or
+/// `UNLINK` on a lock's key outside an owner-comparing script. A compare-and-delete Lua script, or
+/// `DELEX`/`del_ex` with `IFEQ`, is fine; `pg_advisory_unlock*` and etcd's `unlock` (whose key
+/// embeds the holder's lease) are releases that prove ownership.
+///
+/// ## Why it matters
+/// If the holder paused past its TTL, the key now belongs to someone else, and a plain `DEL`
+/// releases *their* lock. A third process then acquires, and two processes run the protected work
+/// with both believing they hold the lock.
+///
+/// ## Example
+/// ```rust
+/// let _: () = con.del("lock:import").await?;
+/// ```
+///
+/// ## Use instead
+/// ```rust
+/// const RELEASE: &str = r#"if redis.call('get', KEYS[1]) == ARGV[1] then
+///     return redis.call('del', KEYS[1]) else return 0 end"#;
+/// let released: i32 = redis::Script::new(RELEASE).key("lock:import").arg(&token).invoke_async(&mut con).await?;
+/// ```
+/// or `fenced-lock`'s `release`, which never deletes someone else's lock.
+///
+/// ## Known limits
+/// A key counts as a lock's key when a lock in the same file uses it, or when its text mentions
+/// `lock`.
+pub struct UncheckedRelease;
+
+pub fn check(view: &FileView<'_>, _: &RuleOptions) -> Vec<Violation> {
+    view.events
+        .iter()
+        .filter(|e| e.kind == CallKind::Release && !e.owner_checked && lock_key(view, e))
+        .map(|e| Violation {
+            span: e.span,
+            message: format!("`{}` deletes the lock's key without checking that this process still holds it", e.api),
+            help: "release with compare-and-delete (a Lua script comparing the owner token) so a stale holder cannot delete someone else's lock".into(),
+            fn_line: Some(e.fn_line),
+            context: e.function.clone(),
+        })
+        .collect()
+}

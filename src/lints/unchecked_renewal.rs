@@ -1,0 +1,93 @@
+use super::{FileView, Violation};
+use crate::config::RuleOptions;
+use crate::packs::CallKind;
+use crate::region::Event;
+use crate::sites::{Failure, Ttl};
+
+/// ## What it does
+/// Flags a renewal that does not prove the caller still owns the lock: `EXPIRE`, `PEXPIRE`,
+/// `expire`, `pexpire` or `SET … XX` on a lock's key outside an owner-comparing script. An
+/// `expire` that directly follows a `SETNX` acquisition, before any other work, is part of that
+/// (non-atomic) acquisition and reported as `missing-deadline` there instead.
+///
+/// Also flags a renewal whose failure does not stop the work (`let _ = mgr.extend(..)`, `.ok()`,
+/// a result never inspected), and etcd keep-alives whose response stream is dropped: an expired
+/// lease answers keep-alives with TTL 0, not an error.
+///
+/// ## Why it matters
+/// A blind renewal extends whoever holds the key now. After a pause past the TTL, the old holder's
+/// `EXPIRE` renews the new holder's lock, and the old holder carries on as if it were still the
+/// owner. This is the second half of lockaudit's origin story: the importer resumed from a 70 s
+/// pause, renewed blindly, and kept importing next to the instance that had taken over.
+///
+/// ## Example
+/// ```rust
+/// let _: bool = con.expire("lock:import", 60).await?;
+/// let _ = manager.extend(&lock, ttl).await;
+/// ```
+///
+/// ## Use instead
+/// A renewal that compares the owner and stops the work when it fails:
+/// ```rust
+/// backend.renew(&mut lease).await?; // Err(LockLost) when the lease is no longer ours
+/// ```
+/// or a keeper that does that in the background and cancels the work on loss.
+///
+/// ## Known limits
+/// A key counts as a lock's key when a lock in the same file uses it, or when its text mentions
+/// `lock`.
+pub struct UncheckedRenewal;
+
+/// Is the event's key a lock's key? A literal key used by a lock anywhere in the file, a key
+/// expression written the same as a lock's in the same function, or a key whose text says `lock`.
+pub(crate) fn lock_key(view: &FileView<'_>, e: &Event) -> bool {
+    let Some(key) = &e.key else { return false };
+    key.to_ascii_lowercase().contains("lock") || view.sites.iter().any(|c| same_key(&c.site, e))
+}
+
+/// The event acts on the site's key: the same literal, or the same expression in the same function.
+fn same_key(site: &crate::sites::Site, e: &Event) -> bool {
+    let Some(key) = &e.key else { return false };
+    site.key.as_ref() == Some(key)
+        || site.key_expr.as_ref() == Some(key)
+            && site.function.as_ref().is_some_and(|f| f.path == e.function)
+}
+
+/// The EXPIRE right after a SETNX, before other work, belongs to the acquisition.
+fn completes_setnx(view: &FileView<'_>, e: &Event) -> bool {
+    view.sites.iter().any(|c| {
+        matches!(&c.site.ttl, Ttl::Missing { .. })
+            && same_key(&c.site, e)
+            && c.site.region.start <= (e.span.line, e.span.column)
+            && e.span.line <= c.site.region.start.0 + 4
+    })
+}
+
+pub fn check(view: &FileView<'_>, _: &RuleOptions) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for e in view
+        .events
+        .iter()
+        .filter(|e| matches!(e.kind, CallKind::Renew | CallKind::KeepAlive))
+    {
+        // Raw commands act on any key; they concern us only on a lock's key.
+        if completes_setnx(view, e) || !e.owner_checked && !lock_key(view, e) {
+            continue;
+        }
+        let message = if !e.owner_checked && lock_key(view, e) {
+            format!("`{}` renews the lock without checking who holds it", e.api)
+        } else if let Failure::Ignored { reason } = &e.failure {
+            format!("`{}` renews the lock, but {reason}", e.api)
+        } else {
+            continue;
+        };
+        out.push(Violation {
+            span: e.span,
+            message,
+            help: "renew with an owner check (compare the stored token in one script, or fenced-lock's renew) and stop the work when renewal fails".into(),
+            fn_line: Some(e.fn_line),
+            context: e.function.clone(),
+        });
+    }
+    out
+}

@@ -1,0 +1,52 @@
+use super::{Violation, lock_name};
+use crate::classify::Classified;
+use crate::config::RuleOptions;
+use crate::sites::Ttl;
+
+/// ## What it does
+/// Flags a lock with a finite TTL whose region contains a loop, a sleep, or a call configured as
+/// long-running (`[rules.unrenewed-long-operation] long-calls = ["*::import_file"]`), with no
+/// renewal of that lock in the region and no auto-renewing keeper. A renewal counts here even when
+/// `unchecked-renewal` flags it.
+///
+/// ## Why it matters
+/// Work that outlasts the TTL runs unprotected for the rest of its duration: the lock expires, a
+/// second worker acquires it, and both run. Loops over input and sleeps are where the duration is
+/// not bounded by the code.
+///
+/// ## Example
+/// ```rust
+/// let lock = manager.lock(b"import", Duration::from_secs(60)).await?;
+/// for line in file.lines() {
+///     insert(line).await?;
+/// }
+/// ```
+///
+/// ## Use instead
+/// Renew while working, with a renewal that notices loss and stops the work:
+/// ```rust
+/// let lease = backend.acquire("import", Duration::from_secs(15), wait).await?;
+/// Keeper::new(backend.clone(), lease).run(|token| import(file, token)).await?;
+/// ```
+///
+/// ## Known limits
+/// Only loops, sleeps and configured calls count as long; an unbounded `await` on I/O does not.
+pub struct UnrenewedLongOperation;
+
+pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {
+    let s = &c.site;
+    if !matches!(s.ttl, Ttl::Known { .. } | Ttl::Unknown) || s.region.renewed || s.region.keeper {
+        return None;
+    }
+    let (span, what) = s.region.long_work.as_ref()?;
+    Some(Violation {
+        span: s.span,
+        message: format!(
+            "{} has a TTL but holds it across {what} (line {}) without renewing it",
+            lock_name(c),
+            span.line
+        ),
+        help: "renew the lock while the work runs, with a keeper that stops the work when renewal fails (fenced-lock's Keeper)".into(),
+        ..Default::default()
+    })
+}

@@ -1,0 +1,46 @@
+use super::{FileView, Violation};
+use crate::config::RuleOptions;
+
+/// ## What it does
+/// Flags `SystemTime::now()`, `chrono::Utc::now()`/`Local::now()` or `OffsetDateTime::now_utc()`
+/// compared with, or combined with a duration into, an expiry, deadline, lease or validity value,
+/// in a function that acquires, renews, releases or wraps a lock.
+///
+/// ## Why it matters
+/// The wall clock is not a timer. NTP steps it, an operator sets it, a VM resumes with it wrong,
+/// and two machines never agree on it. A lease whose validity is judged by the wall clock can look
+/// valid after it expired (the clock went back) or expired while valid. Lease expiry must be
+/// measured on the monotonic clock of the process that holds it, conservatively from a time taken
+/// before the acquire request was sent.
+///
+/// ## Example
+/// ```rust
+/// let expires_at = SystemTime::now() + ttl;
+/// if SystemTime::now() < expires_at { write().await?; }
+/// ```
+///
+/// ## Use instead
+/// ```rust
+/// let sent = Instant::now();                 // before the request
+/// let lease = backend.try_acquire("k", ttl).await?;
+/// let valid_until = sent + ttl;              // fenced-lock's Lease::valid_until does this
+/// if Instant::now() < valid_until { … }
+/// ```
+///
+/// ## Known limits
+/// The value counts as an expiry when a name in the expression (or the variable it is stored in)
+/// mentions expiry, deadline, lease, valid, ttl, until or timeout.
+pub struct WallClockDeadline;
+
+pub fn check(view: &FileView<'_>, _: &RuleOptions) -> Vec<Violation> {
+    view.clocks
+        .iter()
+        .map(|c| Violation {
+            span: c.span,
+            message: format!("`{}` is used for a lock's expiry; the wall clock can jump and differs between machines", c.what),
+            help: "measure lease validity with std::time::Instant (monotonic), taken before the acquire request".into(),
+            fn_line: Some(c.fn_line),
+            context: c.function.clone(),
+        })
+        .collect()
+}
