@@ -134,6 +134,15 @@ impl Lease {
         self.valid_until = sent_at + ttl;
     }
 
+    #[cfg_attr(
+        not(any(
+            feature = "memory",
+            feature = "postgres",
+            feature = "redis",
+            feature = "etcd"
+        )),
+        allow(dead_code)
+    )]
     pub(crate) fn lost(&self) -> LockError {
         LockError::LockLost {
             key: self.key.clone(),

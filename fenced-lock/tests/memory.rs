@@ -1,4 +1,5 @@
 //! Conformance suite on the in-memory backend and fence.
+#![cfg(feature = "memory")]
 
 #[path = "conformance/mod.rs"]
 mod conformance;

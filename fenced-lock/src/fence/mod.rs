@@ -31,6 +31,10 @@ pub trait Fence: Send + Sync {
     ) -> impl Future<Output = Result<(), FenceError>> + Send;
 }
 
+#[cfg_attr(
+    not(any(feature = "memory", feature = "postgres", feature = "redis")),
+    allow(dead_code)
+)]
 pub(crate) fn check_resource(resource: &str) -> Result<(), FenceError> {
     if resource.is_empty() {
         Err(FenceError::EmptyResource)
