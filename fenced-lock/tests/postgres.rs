@@ -201,3 +201,42 @@ async fn release_keeps_row_and_fenced_transaction_pattern() {
         .await
         .unwrap();
 }
+
+/// A dropped connection (here: terminated by the server, as in a restart)
+/// fails at most the one operation that saw it, then the backend reconnects
+/// and tokens continue from the table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnects_after_the_connection_is_killed() {
+    let h = harness().await;
+    let b = h.client().await;
+    let key = conformance::unique("reconnect");
+    let l = b.try_acquire(&key, h.ttl()).await.unwrap().unwrap();
+    let before = l.token();
+    assert!(b.release(l).await.unwrap());
+    let pid: i32 = b
+        .client()
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let admin = h.client().await;
+    admin
+        .client()
+        .execute("SELECT pg_terminate_backend($1)", &[&pid])
+        .await
+        .unwrap();
+    let mut attempts = Vec::new();
+    let lease = loop {
+        match b.try_acquire(&key, h.ttl()).await {
+            Ok(Some(l)) => break l,
+            Ok(None) => panic!("lock unexpectedly held"),
+            Err(e) => {
+                assert!(matches!(e, LockError::Unavailable { .. }), "{e}");
+                attempts.push(e.to_string());
+                assert!(attempts.len() < 2, "did not reconnect: {attempts:?}");
+            }
+        }
+    };
+    assert!(lease.token() > before);
+    assert!(b.release(lease).await.unwrap());
+}

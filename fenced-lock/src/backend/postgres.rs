@@ -75,18 +75,50 @@ impl PostgresOptions {
 }
 
 /// Leases in a PostgreSQL table. Clones share one connection (queries are
-/// pipelined by `tokio-postgres`).
+/// pipelined by `tokio-postgres`). Backends made with [`connect`](Self::connect)
+/// or [`connect_with`](Self::connect_with) reconnect on the first operation after
+/// the connection closed (e.g. a server restart); the operation that saw the
+/// connection die fails with [`LockError::Unavailable`].
 #[derive(Clone)]
 pub struct PostgresBackend {
     inner: Arc<Inner>,
 }
 
 struct Inner {
+    /// Config to reconnect with; `None` for [`PostgresBackend::from_client`].
+    config: Option<String>,
+    options: PostgresOptions,
+    conn: std::sync::RwLock<Arc<Conn>>,
+    /// Serialises reconnects so a burst of callers opens one connection.
+    reconnect: tokio::sync::Mutex<()>,
+}
+
+/// One connection with its prepared statements.
+struct Conn {
+    /// Set when an operation failed for connection reasons, so the next one
+    /// reconnects even before the connection task noticed the close.
+    broken: std::sync::atomic::AtomicBool,
     client: Client,
     acquire: Statement,
     renew: Statement,
     release: Statement,
-    op_timeout: Duration,
+}
+
+/// A handle to the backend's current connection; derefs to the
+/// `tokio_postgres::Client`.
+pub struct PgClient(Arc<Conn>);
+
+impl std::ops::Deref for PgClient {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        &self.0.client
+    }
+}
+
+impl std::fmt::Debug for PgClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgClient").finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for PostgresBackend {
@@ -117,7 +149,13 @@ pub(crate) fn check_table_name(name: &str) -> Result<(), LockError> {
 }
 
 pub(crate) fn pg_error(context: &'static str, e: tokio_postgres::Error) -> LockError {
+    // Connection exceptions (08xxx) and operator intervention (57Pxx: shutdown,
+    // terminated backend, starting up) mean "could not talk to the database".
+    let connection_lost = e
+        .code()
+        .is_some_and(|c| c.code().starts_with("08") || c.code().starts_with("57P"));
     match e.as_db_error() {
+        Some(_) if connection_lost => LockError::unavailable(NAME, context, e),
         Some(db) => LockError::Backend {
             backend: NAME,
             context,
@@ -174,15 +212,70 @@ impl PostgresBackend {
     pub async fn connect_with(config: &str, options: PostgresOptions) -> Result<Self, LockError> {
         check_table_name(&options.table)?;
         let client = connect_client(config, options.op_timeout).await?;
-        Self::from_client(client, options).await
+        Self::build(client, Some(config.to_owned()), options).await
     }
 
     /// Uses an already connected client (e.g. one set up with TLS). Its
-    /// connection task must be running.
+    /// connection task must be running. Such a backend cannot reconnect.
     pub async fn from_client(client: Client, options: PostgresOptions) -> Result<Self, LockError> {
+        Self::build(client, None, options).await
+    }
+
+    async fn build(
+        client: Client,
+        config: Option<String>,
+        options: PostgresOptions,
+    ) -> Result<Self, LockError> {
+        check_table_name(&options.table)?;
+        let conn = Conn::setup(client, &options).await?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                config,
+                options,
+                conn: std::sync::RwLock::new(Arc::new(conn)),
+                reconnect: tokio::sync::Mutex::new(()),
+            }),
+        })
+    }
+
+    /// The current connection, e.g. to run the fenced write in the same database.
+    pub fn client(&self) -> PgClient {
+        PgClient(self.current())
+    }
+
+    fn current(&self) -> Arc<Conn> {
+        self.inner
+            .conn
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The live connection, reconnecting first if it closed.
+    async fn conn(&self) -> Result<Arc<Conn>, LockError> {
+        let cur = self.current();
+        let Some(config) = self.inner.config.as_deref() else {
+            return Ok(cur);
+        };
+        if !cur.is_dead() {
+            return Ok(cur);
+        }
+        let _one = self.inner.reconnect.lock().await;
+        let cur = self.current();
+        if !cur.is_dead() {
+            return Ok(cur);
+        }
+        let opts = &self.inner.options;
+        let client = connect_client(config, opts.op_timeout).await?;
+        let fresh = Arc::new(Conn::setup(client, opts).await?);
+        *self.inner.conn.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
+        Ok(fresh)
+    }
+}
+
+impl Conn {
+    async fn setup(client: Client, options: &PostgresOptions) -> Result<Self, LockError> {
         let t = options.table.as_str();
-        check_table_name(t)?;
-        let limit = options.op_timeout;
         let setup = async {
             if options.create_table {
                 migrate(&client, t).await?;
@@ -217,21 +310,27 @@ impl PostgresBackend {
             .await?;
             Ok((acquire, renew, release))
         };
-        let (acquire, renew, release) = bounded(NAME, "setup", limit, setup).await?;
+        let (acquire, renew, release) = bounded(NAME, "setup", options.op_timeout, setup).await?;
         Ok(Self {
-            inner: Arc::new(Inner {
-                client,
-                acquire,
-                renew,
-                release,
-                op_timeout: limit,
-            }),
+            broken: std::sync::atomic::AtomicBool::new(false),
+            client,
+            acquire,
+            renew,
+            release,
         })
     }
 
-    /// The underlying client, e.g. to run the fenced write in the same database.
-    pub fn client(&self) -> &Client {
-        &self.inner.client
+    fn is_dead(&self) -> bool {
+        self.client.is_closed() || self.broken.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Passes `r` through, remembering connection failures.
+    fn check<T>(&self, r: Result<T, LockError>) -> Result<T, LockError> {
+        if matches!(r, Err(LockError::Unavailable { .. })) {
+            self.broken
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        r
     }
 }
 
@@ -239,19 +338,21 @@ impl LockBackend for PostgresBackend {
     async fn try_acquire(&self, key: &str, ttl: Duration) -> Result<Option<Lease>, LockError> {
         validate(key, ttl)?;
         let owner = OwnerId::random();
-        let inner = &*self.inner;
+        let limit = self.inner.options.op_timeout;
         let sent = Instant::now();
-        let row = bounded(NAME, "acquire", inner.op_timeout, async {
-            inner
-                .client
-                .query_opt(
-                    &inner.acquire,
-                    &[&key, &&owner.to_bytes()[..], &ttl_millis(ttl)],
-                )
-                .await
-                .map_err(|e| pg_error("acquire", e))
-        })
-        .await?;
+        let conn = self.conn().await?;
+        let row = conn.check(
+            bounded(NAME, "acquire", limit, async {
+                conn.client
+                    .query_opt(
+                        &conn.acquire,
+                        &[&key, &&owner.to_bytes()[..], &ttl_millis(ttl)],
+                    )
+                    .await
+                    .map_err(|e| pg_error("acquire", e))
+            })
+            .await,
+        )?;
         let Some(row) = row else { return Ok(None) };
         let raw: i64 = row.try_get(0).map_err(|e| pg_error("acquire", e))?;
         let token = u64::try_from(raw)
@@ -266,25 +367,27 @@ impl LockBackend for PostgresBackend {
     }
 
     async fn renew(&self, lease: &mut Lease) -> Result<(), LockError> {
-        let inner = &*self.inner;
+        let limit = self.inner.options.op_timeout;
         let token = lease.token().to_i64().ok_or_else(|| lease.lost())?;
         let sent = Instant::now();
-        let n = bounded(NAME, "renew", inner.op_timeout, async {
-            inner
-                .client
-                .execute(
-                    &inner.renew,
-                    &[
-                        &lease.key(),
-                        &&lease.owner().to_bytes()[..],
-                        &token,
-                        &ttl_millis(lease.ttl()),
-                    ],
-                )
-                .await
-                .map_err(|e| pg_error("renew", e))
-        })
-        .await?;
+        let conn = self.conn().await?;
+        let n = conn.check(
+            bounded(NAME, "renew", limit, async {
+                conn.client
+                    .execute(
+                        &conn.renew,
+                        &[
+                            &lease.key(),
+                            &&lease.owner().to_bytes()[..],
+                            &token,
+                            &ttl_millis(lease.ttl()),
+                        ],
+                    )
+                    .await
+                    .map_err(|e| pg_error("renew", e))
+            })
+            .await,
+        )?;
         if n == 1 {
             let ttl = lease.ttl();
             lease.renewed(sent, ttl);
@@ -295,21 +398,23 @@ impl LockBackend for PostgresBackend {
     }
 
     async fn release(&self, lease: Lease) -> Result<bool, LockError> {
-        let inner = &*self.inner;
+        let limit = self.inner.options.op_timeout;
         let Some(token) = lease.token().to_i64() else {
             return Ok(false);
         };
-        let n = bounded(NAME, "release", inner.op_timeout, async {
-            inner
-                .client
-                .execute(
-                    &inner.release,
-                    &[&lease.key(), &&lease.owner().to_bytes()[..], &token],
-                )
-                .await
-                .map_err(|e| pg_error("release", e))
-        })
-        .await?;
+        let conn = self.conn().await?;
+        let n = conn.check(
+            bounded(NAME, "release", limit, async {
+                conn.client
+                    .execute(
+                        &conn.release,
+                        &[&lease.key(), &&lease.owner().to_bytes()[..], &token],
+                    )
+                    .await
+                    .map_err(|e| pg_error("release", e))
+            })
+            .await,
+        )?;
         Ok(n == 1)
     }
 }

@@ -31,6 +31,9 @@ use crate::{Fence, FenceError, FencingToken, LockError, StaleToken};
 const NAME: &str = "postgres";
 
 /// A fence table `(resource text PRIMARY KEY, fence_token bigint)`.
+///
+/// Uses one connection and does not reconnect: after
+/// [`FenceError::Unavailable`], connect a new fence (no write was admitted).
 #[derive(Clone)]
 pub struct PostgresFence {
     inner: Arc<Inner>,
