@@ -15,9 +15,10 @@ use crate::discover::{self, Candidate};
 use crate::lints::{self, Check, Level};
 use crate::model::{CrateIndex, FileIndex, Imports, module_path_for};
 use crate::packs;
+use crate::packs::{CallDef, PackSet};
 use crate::report::{Finding, Report, SiteRecord};
 use crate::settings::CheckSettings;
-use crate::sites::{self, FileCx};
+use crate::sites::{self, FileCx, WrapperCandidate};
 use crate::source::{SourceFile, Span};
 
 /// Deeply nested code recurses deeply in syn; give workers room so that no input overflows a stack.
@@ -103,18 +104,87 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         .map(|(root, files)| (root.clone(), CrateIndex::new(root, files)))
         .collect();
 
-    // Phase 2: find sites, classify, run the rules.
-    let outputs: Vec<FileOutput> = pool.install(|| {
-        indexed
-            .par_iter()
-            .map(|ix| {
-                let job = &jobs[ix.job];
-                let empty = CrateIndex::default();
-                let index = crates.get(&job.crate_root).unwrap_or(&empty);
-                analyze_one(ix, job, index, settings)
+    // Phase 2: find sites, classify, run the rules. In rounds: the wrappers a round finds make
+    // their callers sites in the next (wrappers of wrappers too), until nothing new turns up.
+    let empty = CrateIndex::default();
+    let mut wrappers: HashMap<PathBuf, Vec<WrapperCandidate>> = HashMap::new();
+    let mut packsets: HashMap<(usize, PathBuf), Arc<PackSet>> = HashMap::new();
+    let mut slots: Vec<Option<FileOutput>> = (0..indexed.len()).map(|_| None).collect();
+    let mut todo: Vec<usize> = (0..indexed.len()).collect();
+    for _round in 0..MAX_WRAPPER_ROUNDS {
+        let packs_for = |job: &Job| -> Arc<PackSet> {
+            packsets
+                .get(&(config_id(&job.config), job.crate_root.clone()))
+                .cloned()
+                .unwrap_or_else(|| job.config.packs.clone())
+        };
+        let results: Vec<(usize, FileOutput)> = pool.install(|| {
+            todo.par_iter()
+                .map(|&i| {
+                    let ix = &indexed[i];
+                    let job = &jobs[ix.job];
+                    let index = crates.get(&job.crate_root).unwrap_or(&empty);
+                    (i, analyze_one(ix, job, index, &packs_for(job), settings))
+                })
+                .collect()
+        });
+        let mut found: HashMap<PathBuf, Vec<WrapperCandidate>> = HashMap::new();
+        for (i, out) in results {
+            let root = &jobs[indexed[i].job].crate_root;
+            for w in &out.wrappers {
+                let known = wrappers
+                    .get(root)
+                    .is_some_and(|ws| ws.iter().any(|k| k.canonical == w.canonical));
+                let listed = found
+                    .get(root)
+                    .is_some_and(|ws| ws.iter().any(|k| k.canonical == w.canonical));
+                if !known && !listed {
+                    found.entry(root.clone()).or_default().push(w.clone());
+                }
+            }
+            slots[i] = Some(out);
+        }
+        if found.is_empty() {
+            break;
+        }
+        // Re-analyse the files of those crates that mention a new wrapper by name.
+        let names: HashMap<&PathBuf, Vec<String>> = found
+            .iter()
+            .map(|(root, ws)| {
+                (
+                    root,
+                    ws.iter()
+                        .map(|w| w.canonical.rsplit("::").next().unwrap_or("").to_string())
+                        .collect(),
+                )
             })
-            .collect()
-    });
+            .collect();
+        todo = (0..indexed.len())
+            .filter(|&i| {
+                let root = &jobs[indexed[i].job].crate_root;
+                names.get(root).is_some_and(|ns| {
+                    ns.iter()
+                        .any(|n| indexed[i].source.text.contains(n.as_str()))
+                })
+            })
+            .collect();
+        for (root, ws) in found {
+            wrappers.entry(root).or_default().extend(ws);
+        }
+        let mut rebuilt = std::collections::HashSet::new();
+        for &i in &todo {
+            let job = &jobs[indexed[i].job];
+            let key = (config_id(&job.config), job.crate_root.clone());
+            if rebuilt.insert(key.clone()) {
+                let ws = wrappers
+                    .get(&job.crate_root)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                packsets.insert(key, Arc::new(with_wrappers(&job.config.packs, ws)?));
+            }
+        }
+    }
+    let outputs: Vec<FileOutput> = slots.into_iter().flatten().collect();
     let mut report = Report {
         errors,
         files_analyzed: indexed.len(),
@@ -140,6 +210,25 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         suppressed,
         configs,
     })
+}
+
+/// How many times the wrapper fixpoint may widen (wrappers of wrappers of …).
+const MAX_WRAPPER_ROUNDS: usize = 8;
+
+/// Configurations are shared; their address identifies them for the per-crate pack cache.
+fn config_id(c: &Arc<Config>) -> usize {
+    Arc::as_ptr(c) as usize
+}
+
+/// The config's packs plus the crate's wrappers, each added to the pack of the library it wraps.
+fn with_wrappers(base: &PackSet, wrappers: &[WrapperCandidate]) -> Result<PackSet, ToolError> {
+    let mut packs = base.packs.clone();
+    for w in wrappers {
+        if let Some(p) = packs.iter_mut().find(|p| p.pack.name == w.library) {
+            p.calls.push(CallDef::wrapper(w));
+        }
+    }
+    PackSet::new(packs)
 }
 
 fn read_error(job: &Job, line: Option<usize>, message: String) -> FileError {
@@ -198,6 +287,7 @@ fn index_one(i: usize, job: &Job) -> Result<(Indexed, FileIndex), FileError> {
 }
 
 struct FileOutput {
+    wrappers: Vec<WrapperCandidate>,
     display: String,
     text: Arc<str>,
     sites: Vec<SiteRecord>,
@@ -209,13 +299,14 @@ fn analyze_one(
     ix: &Indexed,
     job: &Job,
     index: &CrateIndex,
+    packs: &PackSet,
     settings: &CheckSettings,
 ) -> FileOutput {
     let src = &ix.source;
     let config = &job.config;
     let directives = Directives::scan(src, &|r| lints::by_id(r).is_some());
     let long_call = |name: &str| config.rules.long_calls.is_match(name);
-    let (classified, events, clocks) = match syn::parse_file(&src.text) {
+    let (classified, events, clocks, wrappers) = match syn::parse_file(&src.text) {
         Ok(ast) => {
             let mut imports = Imports::new(ix.module.clone());
             imports.add_items(&ast.items);
@@ -223,7 +314,7 @@ fn analyze_one(
                 source: src,
                 imports: &imports,
                 index,
-                packs: &config.packs,
+                packs,
                 long_call: &long_call,
             };
             let facts = sites::analyze_file(&ast, &cx);
@@ -232,9 +323,9 @@ fn analyze_one(
                 .into_iter()
                 .map(|s| classify(s, src, &directives, config))
                 .collect();
-            (classified, facts.events, facts.clocks)
+            (classified, facts.events, facts.clocks, facts.wrappers)
         }
-        Err(_) => (Vec::new(), Vec::new(), Vec::new()), // parsed in phase 1; cannot fail here
+        Err(_) => (Vec::new(), Vec::new(), Vec::new(), Vec::new()), // parsed in phase 1; cannot fail here
     };
     proc_macro2::extra::invalidate_current_thread_spans();
 
@@ -341,6 +432,7 @@ fn analyze_one(
         sites,
         findings,
         suppressed,
+        wrappers,
     }
 }
 

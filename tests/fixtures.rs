@@ -137,3 +137,46 @@ fn negative_fixtures_have_no_sites() {
     );
     assert!(outcome.report.findings.is_empty());
 }
+
+#[test]
+fn wrapper_calls_are_sites_with_via() {
+    let outcome = engine::check(&settings(vec![PathBuf::from("fixtures/wrappers")])).expect("runs");
+    let via = |line: usize| {
+        outcome
+            .report
+            .sites
+            .iter()
+            .find(|s| s.path.ends_with("src/jobs.rs") && s.line == line)
+            .and_then(|s| s.via.clone())
+    };
+    assert_eq!(
+        via(6).as_deref(),
+        Some("locks::Locks::acquire_import"),
+        "a wrapper of a wrapper"
+    );
+    assert_eq!(
+        via(14).as_deref(),
+        Some("locks::Locks::with_lock"),
+        "a scoped wrapper"
+    );
+    assert_eq!(
+        via(26).as_deref(),
+        Some("locks::advisory"),
+        "a SQL helper used from another file"
+    );
+    assert_eq!(
+        via(41).as_deref(),
+        Some("crate::locks::acquire_dyn"),
+        "declared with [[lock]]"
+    );
+    // The primitives stay listed, without a `via`.
+    assert!(
+        outcome
+            .report
+            .sites
+            .iter()
+            .any(|s| s.path.ends_with("src/locks.rs")
+                && s.api == "pg_try_advisory_lock"
+                && s.via.is_none())
+    );
+}

@@ -30,6 +30,9 @@ struct RawConfig {
     /// Globs (relative to this file) of files not to analyse.
     #[serde(default)]
     exclude: Vec<String>,
+    /// The team's own lock wrappers: `[[call]]` entries plus `library`, the pack they wrap.
+    #[serde(default)]
+    lock: Vec<toml::Table>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -277,6 +280,51 @@ impl Config {
                 )
             })?;
             packs.push(Pack::parse(&pack_path, &text)?);
+        }
+        for (i, table) in raw.lock.iter().enumerate() {
+            let at = nth_table_line(text, "[[lock]]", i);
+            let lerr = |message: String| ToolError::Config {
+                path: path.to_path_buf(),
+                line: at,
+                column: 1,
+                message,
+            };
+            let mut table = table.clone();
+            let library = match table.remove("library") {
+                Some(toml::Value::String(l)) => l,
+                _ => {
+                    return Err(lerr(format!(
+                        "[[lock]] #{}: `library` (the rule pack it wraps, e.g. \"rslock\") is required",
+                        i + 1
+                    )));
+                }
+            };
+            let mut call: crate::packs::CallDef =
+                toml::Value::Table(table)
+                    .try_into()
+                    .map_err(|e: toml::de::Error| {
+                        lerr(format!("[[lock]] #{}: {}", i + 1, e.message().trim()))
+                    })?;
+            if call.function.is_none() && (call.method.is_none() || call.receiver.is_none()) {
+                return Err(lerr(format!(
+                    "[[lock]] #{}: give `function`, or `receiver` and `method`",
+                    i + 1
+                )));
+            }
+            call.via = Some(match (&call.function, &call.receiver, &call.method) {
+                (Some(f), _, _) => f.clone(),
+                (None, Some(r), Some(m)) => format!("{}::{m}", r.to_vec().join("|")),
+                _ => String::new(),
+            });
+            let Some(pack) = packs.iter_mut().find(|p| p.pack.name == library) else {
+                let names: Vec<&str> = packs.iter().map(|p| p.pack.name.as_str()).collect();
+                return Err(lerr(format!(
+                    "[[lock]] #{}: no rule pack named `{library}` (known: {})",
+                    i + 1,
+                    names.join(", ")
+                )));
+            };
+            pack.calls.push(call);
         }
         let exclude = raw
             .exclude

@@ -32,6 +32,10 @@ use crate::sites::Ttl;
 pub struct LongDeadline;
 
 pub fn check(c: &Classified, opts: &RuleOptions) -> Option<Violation> {
+    // A wrapper's call site inherits the TTL; the finding belongs to the primitive inside it.
+    if c.site.via.is_some() {
+        return None;
+    }
     let Ttl::Known { ms, .. } = c.site.ttl else {
         return None;
     };

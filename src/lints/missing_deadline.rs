@@ -41,6 +41,9 @@ use crate::sites::Ttl;
 pub struct MissingDeadline;
 
 pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {
+    if c.site.via.is_some() {
+        return None;
+    }
     let Ttl::Missing { reason } = &c.site.ttl else {
         return None;
     };

@@ -217,6 +217,61 @@ pub struct CallDef {
     /// Whether this call's store has consensus, where it differs from the pack's `consensus`.
     #[serde(default)]
     pub consensus: Option<bool>,
+    /// For a wrapper of the analysed crate (inferred, or declared with `[[lock]]`): its path,
+    /// reported as `via`.
+    #[serde(skip)]
+    pub via: Option<String>,
+    /// For an inferred wrapper: what its call sites inherit from the primitive inside it.
+    #[serde(skip)]
+    pub inherit: Option<Inherited>,
+}
+
+/// What a wrapper's call sites inherit from the primitive inside it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inherited {
+    pub ttl_ms: Option<f64>,
+    pub fencing: crate::sites::Fencing,
+    pub sql: bool,
+}
+
+impl CallDef {
+    /// A call to a function of the analysed crate that wraps a lock.
+    pub fn wrapper(w: &crate::sites::WrapperCandidate) -> CallDef {
+        let (receiver, function, method) = match &w.method {
+            Some((ty, m)) => (Some(OneOrMany::One(ty.clone())), None, Some(m.clone())),
+            None => (None, Some(w.canonical.clone()), None),
+        };
+        CallDef {
+            kind: w.kind,
+            receiver,
+            in_scope: Vec::new(),
+            function,
+            method,
+            key_arg: None,
+            ttl_arg: None,
+            ttl_unit: TtlUnit::Ms,
+            ttl_field: None,
+            lease_arg: None,
+            options_arg: None,
+            when: Vec::new(),
+            ttl_flags: BTreeMap::new(),
+            deadline: DeadlineRule::Implicit,
+            returns: w.returns,
+            returns_type: w.returns_type.clone(),
+            owner_check: true,
+            auto_renew: false,
+            stream_ttl: false,
+            // A scoped wrapper (`with_lock(key, || …)`) releases before it returns.
+            release: w.scoped.then_some(ReleaseStyle::Guard),
+            consensus: None,
+            via: Some(w.via.clone()),
+            inherit: Some(Inherited {
+                ttl_ms: w.ttl_ms,
+                fencing: w.fencing,
+                sql: w.sql,
+            }),
+        }
+    }
 }
 
 fn yes() -> bool {

@@ -69,6 +69,8 @@ pub enum MarkerKind {
     Drop(String),
     /// A call whose arguments mention these identifiers.
     CallArgs(Vec<String>),
+    /// The function calls (or awaits) a closure or future its caller passed in.
+    Callback,
 }
 
 #[derive(Debug, Clone)]

@@ -44,6 +44,8 @@ pub(super) struct Matched<'a> {
     pub consensus: Option<bool>,
     /// Identifiers in the lease argument (etcd's `with_lease(lease.id())`).
     pub lease_names: HashSet<String>,
+    /// A call to a wrapper: its path.
+    pub via: Option<String>,
 }
 
 fn mentions_of(receiver: Option<&Expr>, args: &[&Expr]) -> HashSet<String> {
@@ -260,7 +262,7 @@ fn build<'a>(
     api: String,
 ) -> Matched<'a> {
     let pack = &w.cx.packs.packs[r.pack].pack;
-    Matched {
+    let mut m = Matched {
         pack: r.pack,
         api,
         kind: def.kind,
@@ -290,7 +292,18 @@ fn build<'a>(
             .and_then(|i| args.get(i))
             .map(|a| idents_in(a))
             .unwrap_or_default(),
+        via: None,
+    };
+    // A wrapper's call site inherits what the primitive inside it has.
+    m.via = def.via.clone();
+    if let Some(info) = &def.inherit {
+        m.ttl = info
+            .ttl_ms
+            .map_or(Ttl::Implicit, |ms| Ttl::Known { ms, span });
+        m.fencing = info.fencing;
+        m.sql = info.sql;
     }
+    m
 }
 
 /// `redis::cmd("SET").arg(key).arg(val).arg("NX").arg("PX").arg(30_000)`
@@ -400,6 +413,7 @@ fn match_command<'a>(
                 release: None,
                 consensus: None,
                 lease_names: HashSet::new(),
+                via: None,
             });
         }
     }
@@ -505,6 +519,7 @@ fn sql_match<'a>(
         release: None,
         consensus: None,
         lease_names: HashSet::new(),
+        via: None,
     })
 }
 

@@ -109,12 +109,34 @@ pub struct Clock {
     pub function: String,
 }
 
+/// A function that acquires a lock and returns it (or a value holding it), or runs a
+/// caller-supplied closure or future while holding it: its call sites are lock sites too.
+#[derive(Debug, Clone)]
+pub struct WrapperCandidate {
+    /// `crate::locks::acquire` or `crate::locks::Locker::with_lock`: how calls resolve.
+    pub canonical: String,
+    /// For methods: the impl type (`crate::locks::Locker`) and the method name.
+    pub method: Option<(String, String)>,
+    /// The display path (`locks::Locker::with_lock`), reported as `via`.
+    pub via: String,
+    pub library: String,
+    pub kind: CallKind,
+    pub returns: crate::packs::Returns,
+    pub returns_type: Option<String>,
+    /// Runs a callback while holding: callers hold nothing afterwards.
+    pub scoped: bool,
+    pub ttl_ms: Option<f64>,
+    pub fencing: Fencing,
+    pub sql: bool,
+}
+
 /// What one file says about locks.
 #[derive(Debug, Default)]
 pub struct FileFacts {
     pub sites: Vec<Site>,
     pub events: Vec<Event>,
     pub clocks: Vec<Clock>,
+    pub wrappers: Vec<WrapperCandidate>,
 }
 
 /// Everything the site finder needs about one file.

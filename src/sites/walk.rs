@@ -137,6 +137,19 @@ fn analyze_fn<'a>(
         path,
         sig_line: Span::of(&sig.fn_token).line,
     };
+    let name = sig.ident.to_string();
+    let is_method = sig
+        .inputs
+        .first()
+        .is_some_and(|a| matches!(a, syn::FnArg::Receiver(_)));
+    let (canonical, method) = match (&self_ty, is_method) {
+        (Some(t), true) => (
+            format!("{}::{name}", t.path),
+            Some((t.path.clone(), name.clone())),
+        ),
+        (Some(t), false) => (format!("{}::{name}", t.path), None),
+        (None, _) => (format!("{}::{name}", imports.module), None),
+    };
     let mut w = Walker {
         cx,
         imports,
@@ -160,6 +173,14 @@ fn analyze_fn<'a>(
         saw_ttl_check: false,
         stmt_end: (0, 0),
         first_site: 0,
+        in_return: 0,
+        returned: HashSet::new(),
+        returned_sites: Vec::new(),
+        callables: HashSet::new(),
+        params: HashSet::new(),
+        canonical,
+        method,
+        ret: None,
     };
     w.first_site = w.out.sites.len();
     for gp in &sig.generics.params {
@@ -180,9 +201,22 @@ fn analyze_fn<'a>(
     for input in &sig.inputs {
         if let syn::FnArg::Typed(pt) = input {
             let ty = w.ty_of_type(&pt.ty);
+            // Closures and futures the caller hands in: running one while holding makes a wrapper.
+            if ty.as_ref().is_some_and(|t| is_callable(t.last_segment()))
+                && let Some(n) = single_name(&pt.pat)
+            {
+                w.callables.insert(n);
+            }
+            let mut names = Vec::new();
+            pattern_idents(&pt.pat, &mut names);
+            w.params.extend(names);
             w.bind(&pt.pat, None, ty);
         }
     }
+    w.ret = match &sig.output {
+        syn::ReturnType::Default => None,
+        syn::ReturnType::Type(_, t) => w.ty_of_type(t),
+    };
     w.block_ends.push(region::end_of(Span::of(body)));
     w.visit_block(body);
     w.finish(body);
@@ -226,6 +260,20 @@ pub(super) struct Walker<'a, 'c> {
     saw_ttl_check: bool,
     /// End of the statement being walked.
     stmt_end: Pos,
+    /// Inside a `return` or the function's tail expression.
+    in_return: usize,
+    /// Identifiers in `return` and tail expressions: values the function hands back.
+    returned: HashSet<String>,
+    /// Sites whose value is returned directly.
+    returned_sites: Vec<usize>,
+    /// Parameters that are closures or futures.
+    callables: HashSet<String>,
+    /// Every parameter name.
+    params: HashSet<String>,
+    /// How calls to this function resolve, and its impl type and name when it is a method.
+    canonical: String,
+    method: Option<(String, String)>,
+    ret: Option<Ty>,
     first_site: usize,
 }
 
@@ -571,6 +619,9 @@ impl<'a, 'c> Walker<'a, 'c> {
             });
             return;
         }
+        if self.in_return > 0 {
+            self.returned_sites.push(self.out.sites.len());
+        }
         let mut holding = self.holding_for(&u, key.clone(), m.auto_renew, m.sql);
         holding.lease_names = m.lease_names.clone();
         holding.start = holding.start.max(chain_end);
@@ -593,7 +644,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             consensus: m.consensus.unwrap_or(pack.consensus),
             sql: m.sql,
             region: Default::default(),
-            via: None,
+            via: m.via,
             wrapped: false,
         });
     }
@@ -720,7 +771,76 @@ impl<'a, 'c> Walker<'a, 'c> {
                 site.pack,
                 site.sql,
             );
+            // A wrapper: hands the lock back, or runs the caller's closure while holding it.
+            let returned = self.returned_sites.contains(&idx)
+                || h.names.iter().any(|n| self.returned.contains(n));
+            let scoped = self.markers.iter().any(|m| {
+                m.kind == MarkerKind::Callback
+                    && region::start_of(m.span) > r.start
+                    && region::start_of(m.span) <= r.end
+            });
             self.out.sites[idx].region = r;
+            if (returned || scoped)
+                && !self
+                    .out
+                    .wrappers
+                    .iter()
+                    .any(|w| w.canonical == self.canonical)
+            {
+                let site = &mut self.out.sites[idx];
+                site.wrapped = true;
+                let ret = self.ret.as_ref();
+                let returns = match ret.map(|t| t.last_segment()) {
+                    Some("Result") => crate::packs::Returns::Result,
+                    Some("Option") => crate::packs::Returns::Option,
+                    Some("bool") => crate::packs::Returns::Bool,
+                    _ => crate::packs::Returns::Value,
+                };
+                let returns_type = ret
+                    .map(|t| t.peeled())
+                    .filter(|t| t.path.contains("::"))
+                    .map(|t| t.path.clone());
+                self.out.wrappers.push(super::WrapperCandidate {
+                    canonical: self.canonical.clone(),
+                    method: self.method.clone(),
+                    via: self.info.path.clone(),
+                    library: site.library.clone(),
+                    kind: site.kind,
+                    returns,
+                    returns_type: if scoped { None } else { returns_type },
+                    scoped: scoped && !returned,
+                    ttl_ms: site.ttl.ms().map(|m| m as f64),
+                    fencing: site.fencing,
+                    sql: site.sql,
+                });
+            }
+        }
+        // A release wrapper: releases a lock its caller passes in (`fn release(&self, lock: &Lock)`).
+        if self.out.sites.len() == self.first_site
+            && !self
+                .out
+                .wrappers
+                .iter()
+                .any(|w| w.canonical == self.canonical)
+            && let Some(e) = self.events.iter().find(|e| {
+                e.kind == crate::packs::CallKind::Release
+                    && e.mentions.iter().any(|m| self.params.contains(m))
+            })
+        {
+            let library = self.cx.packs.packs[e.pack].pack.name.clone();
+            self.out.wrappers.push(super::WrapperCandidate {
+                canonical: self.canonical.clone(),
+                method: self.method.clone(),
+                via: self.info.path.clone(),
+                library,
+                kind: crate::packs::CallKind::Release,
+                returns: crate::packs::Returns::Value,
+                returns_type: None,
+                scoped: false,
+                ttl_ms: None,
+                fencing: super::Fencing::None,
+                sql: false,
+            });
         }
         let has_lock_work = self.out.sites.len() > self.first_site || !self.events.is_empty();
         self.out.events.append(&mut self.events);
@@ -833,10 +953,27 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                             Use::Escape
                         },
                     );
+                    let value_tail = tail_of_fn
+                        && !matches!(
+                            e,
+                            Expr::If(_)
+                                | Expr::Match(_)
+                                | Expr::Block(_)
+                                | Expr::Loop(_)
+                                | Expr::While(_)
+                                | Expr::ForLoop(_)
+                        );
                     if tail_of_fn {
                         self.escape_if_name(e);
+                        self.returned.extend(returned_names(e));
+                    }
+                    if value_tail {
+                        self.in_return += 1;
                     }
                     self.visit_expr(e);
+                    if value_tail {
+                        self.in_return -= 1;
+                    }
                 }
                 Stmt::Item(syn::Item::Fn(f)) => {
                     let path = format!("{}::{}", self.info.path, f.sig.ident);
@@ -1016,7 +1153,14 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                 if let Some(x) = &r.expr {
                     self.set_use(x, Use::Escape);
                     self.escape_if_name(x);
+                    if self.closure_depth == 0 {
+                        self.returned.extend(returned_names(x));
+                        self.in_return += 1;
+                    }
                     self.visit_expr(x);
+                    if self.closure_depth == 0 {
+                        self.in_return -= 1;
+                    }
                 }
                 self.marker(MarkerKind::Exit("return"), Span::of(&r.return_token));
             }
@@ -1032,6 +1176,11 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                 self.marker(MarkerKind::Exit("continue"), Span::of(&c.continue_token))
             }
             Expr::Call(c) => {
+                if let Some(n) = name_of(&c.func)
+                    && self.callables.contains(&n)
+                {
+                    self.marker(MarkerKind::Callback, Span::of(&*c.func));
+                }
                 self.visit_expr(&c.func);
                 if let Expr::Path(f) = &*c.func {
                     let path = self.resolve(&f.path);
@@ -1073,6 +1222,10 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                     self.set_use(a, Use::Escape);
                     self.visit_expr(a);
                 }
+            }
+            Expr::Await(a) if name_of(&a.base).is_some_and(|n| self.callables.contains(&n)) => {
+                self.marker(MarkerKind::Callback, Span::of(&*a.base));
+                self.visit_expr(&a.base);
             }
             Expr::Macro(m) => self.visit_macro_args(&m.mac),
             Expr::Assign(a) => {
@@ -1183,6 +1336,58 @@ fn name_of(e: &Expr) -> Option<String> {
         Expr::Paren(p) => name_of(&p.expr),
         _ => None,
     }
+}
+
+/// The locals whose values an expression hands back (`Ok(Holder { lock })` -> `lock`), looking
+/// through calls, structs and the tails of `if`/`match`/blocks, not into conditions or statements.
+fn returned_names(e: &Expr) -> HashSet<String> {
+    let mut out = HashSet::new();
+    let tail = |b: &syn::Block| match b.stmts.last() {
+        Some(Stmt::Expr(x, None)) => returned_names(x),
+        _ => HashSet::new(),
+    };
+    match e {
+        Expr::Path(_) => out.extend(name_of(e)),
+        Expr::Call(c) => c.args.iter().for_each(|a| out.extend(returned_names(a))),
+        Expr::MethodCall(m) => out.extend(returned_names(&m.receiver)),
+        Expr::Struct(s) => s
+            .fields
+            .iter()
+            .for_each(|f| out.extend(returned_names(&f.expr))),
+        Expr::Tuple(t) => t.elems.iter().for_each(|x| out.extend(returned_names(x))),
+        Expr::Array(t) => t.elems.iter().for_each(|x| out.extend(returned_names(x))),
+        Expr::Paren(p) => out.extend(returned_names(&p.expr)),
+        Expr::Reference(r) => out.extend(returned_names(&r.expr)),
+        Expr::Await(a) => out.extend(returned_names(&a.base)),
+        Expr::Try(t) => out.extend(returned_names(&t.expr)),
+        Expr::Block(b) => out.extend(tail(&b.block)),
+        Expr::If(i) => {
+            out.extend(tail(&i.then_branch));
+            if let Some((_, els)) = &i.else_branch {
+                out.extend(returned_names(els));
+            }
+        }
+        Expr::Match(m) => m
+            .arms
+            .iter()
+            .for_each(|a| out.extend(returned_names(&a.body))),
+        _ => {}
+    }
+    out
+}
+
+/// `Fn`, `FnOnce`, `FnMut`, `Future` and their async and boxed forms.
+fn is_callable(trait_name: &str) -> bool {
+    matches!(
+        trait_name,
+        "Fn" | "FnOnce"
+            | "FnMut"
+            | "Future"
+            | "IntoFuture"
+            | "AsyncFn"
+            | "AsyncFnOnce"
+            | "AsyncFnMut"
+    )
 }
 
 /// The span matchers give a function call: its last path segment.
