@@ -80,32 +80,17 @@ impl LockBackend for MemoryBackend {
         let owner = OwnerId::random();
         let now = Instant::now();
         let mut slots = self.slots();
-        // Allocate the key only on its first use.
-        if !slots.contains_key(key) {
-            slots.insert(key.to_owned(), Slot::default());
-        }
-        let Some(slot) = slots.get_mut(key) else {
-            return Ok(None);
+        let token = match slots.get_mut(key) {
+            Some(slot) => take(slot, key, owner, now, ttl)?,
+            None => {
+                // First use of the key: allocate its slot only now.
+                let mut slot = Slot::default();
+                let token = take(&mut slot, key, owner, now, ttl)?;
+                slots.insert(key.to_owned(), slot);
+                token
+            }
         };
-        if slot.holder.as_ref().is_some_and(|h| h.expires > now) {
-            return Ok(None);
-        }
-        let next = slot
-            .last_token
-            .checked_add(1)
-            .and_then(FencingToken::new)
-            .ok_or_else(|| LockError::Backend {
-                backend: "memory",
-                context: "acquire",
-                message: format!("fencing token space exhausted for key {key:?}"),
-            })?;
-        slot.last_token = next.get();
-        slot.holder = Some(Holder {
-            owner,
-            token: next,
-            expires: now + ttl,
-        });
-        Ok(Some(Lease::new(key, next, owner, ttl, now + ttl)))
+        Ok(token.map(|t| Lease::new(key, t, owner, ttl, now + ttl)))
     }
 
     async fn renew(&self, lease: &mut Lease) -> Result<(), LockError> {
@@ -138,4 +123,33 @@ impl LockBackend for MemoryBackend {
             _ => Ok(false),
         }
     }
+}
+
+/// Grants `slot` to `owner` unless it is held and unexpired; returns the new token.
+fn take(
+    slot: &mut Slot,
+    key: &str,
+    owner: OwnerId,
+    now: Instant,
+    ttl: Duration,
+) -> Result<Option<FencingToken>, LockError> {
+    if slot.holder.as_ref().is_some_and(|h| h.expires > now) {
+        return Ok(None);
+    }
+    let next = slot
+        .last_token
+        .checked_add(1)
+        .and_then(FencingToken::new)
+        .ok_or_else(|| LockError::Backend {
+            backend: "memory",
+            context: "acquire",
+            message: format!("fencing token space exhausted for key {key:?}"),
+        })?;
+    slot.last_token = next.get();
+    slot.holder = Some(Holder {
+        owner,
+        token: next,
+        expires: now + ttl,
+    });
+    Ok(Some(next))
 }
