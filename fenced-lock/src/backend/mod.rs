@@ -23,9 +23,9 @@ const BACKOFF_MAX: Duration = Duration::from_millis(100);
 
 /// A store that grants leases with fencing tokens.
 ///
-/// Every method is a single atomic step on the backend (one SQL statement, one
-/// Lua script, one etcd transaction), so there is no window in which a check
-/// and the following write can interleave with another client.
+/// Every change to a lock's state is a single atomic step on the backend (one
+/// SQL statement, one Lua script, one etcd transaction), so there is no window
+/// in which a check and the following write can interleave with another client.
 pub trait LockBackend: Send + Sync {
     /// One attempt: `Ok(Some(lease))` if the key was free (never held, released
     /// or expired), `Ok(None)` if someone else holds it.
