@@ -31,6 +31,95 @@ pub enum Command {
         /// A rule id, e.g. `missing-deadline`.
         rule: String,
     },
+    /// List every lock site with its purpose, TTL, fencing and findings.
+    Inventory(InventoryArgs),
+    /// Insert `// lockaudit: <purpose>` above unclassified lock sites.
+    Annotate(AnnotateArgs),
+    /// Print a shell completion script.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff).
+    Man,
+    /// Write docs/rules/<id>.md from the rule documentation.
+    #[command(hide = true)]
+    Docs {
+        /// The folder to write into.
+        #[arg(long, default_value = "docs/rules")]
+        out: PathBuf,
+        /// Do not write; exit 1 when a file is missing or differs.
+        #[arg(long)]
+        check: bool,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InventoryArgs {
+    /// Files or directories to analyse.
+    #[arg(default_value = ".")]
+    pub paths: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = InventoryFormat::Markdown)]
+    pub format: InventoryFormat,
+    /// Write the inventory to this file instead of standard output.
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+    /// Use this configuration for every file instead of the nearest lockaudit.toml.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Analyse the member crates of this Cargo workspace (or package) instead of PATHs.
+    #[arg(long)]
+    pub manifest_path: Option<PathBuf>,
+    /// Worker threads (default: the number of CPUs).
+    #[arg(long, short = 'j')]
+    pub threads: Option<usize>,
+    /// Print which configuration files were used (to standard error).
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InventoryFormat {
+    Markdown,
+    Csv,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AnnotateArgs {
+    /// Files or directories to annotate.
+    #[arg(default_value = ".")]
+    pub paths: Vec<PathBuf>,
+    /// Classify every unclassified site with this purpose.
+    #[arg(
+        long,
+        value_enum,
+        conflicts_with = "interactive",
+        required_unless_present = "interactive"
+    )]
+    pub purpose: Option<AnnotatePurpose>,
+    /// Ask for each site (needs a terminal): e(fficiency), c(orrectness) or s(kip).
+    #[arg(long)]
+    pub interactive: bool,
+    /// Print a unified diff instead of writing files.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Use this configuration for every file instead of the nearest lockaudit.toml.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Annotate the member crates of this Cargo workspace (or package) instead of PATHs.
+    #[arg(long)]
+    pub manifest_path: Option<PathBuf>,
+    /// Print which configuration files were used (to standard error).
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AnnotatePurpose {
+    Efficiency,
+    Correctness,
 }
 
 #[derive(Debug, clap::Args)]
@@ -68,6 +157,15 @@ pub struct CheckArgs {
     /// Print which configuration files were used (to standard error).
     #[arg(long, short)]
     pub verbose: bool,
+    /// Report only findings not recorded in this baseline file; list entries that are gone.
+    #[arg(long, conflicts_with = "write_baseline")]
+    pub baseline: Option<PathBuf>,
+    /// Record the current unsuppressed findings in this baseline file (exit status 0).
+    #[arg(long)]
+    pub write_baseline: Option<PathBuf>,
+    /// Analyse the member crates of this Cargo workspace (or package) instead of PATHs.
+    #[arg(long)]
+    pub manifest_path: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

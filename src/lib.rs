@@ -6,6 +6,7 @@
 
 pub mod classify;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod diag;
 pub mod directives;

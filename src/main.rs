@@ -3,8 +3,9 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use lockaudit::cli::{Args, Command, Format};
+use lockaudit::commands::{self, baseline::Baseline, inventory};
 use lockaudit::diag::ToolError;
 use lockaudit::settings::CheckSettings;
 use lockaudit::{engine, lints, report};
@@ -12,8 +13,8 @@ use lockaudit::{engine, lints, report};
 const EXIT_FINDINGS: u8 = 1;
 const EXIT_ERROR: u8 = 2;
 
-fn main() -> ExitCode {
-    let args = Args::parse();
+pub fn main() -> ExitCode {
+    let args = Args::parse_from(cargo_subcommand_args(std::env::args_os().collect()));
     match run(args) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
@@ -53,14 +54,28 @@ fn run(args: Args) -> Result<u8, ToolError> {
                 )))
             }
         },
-        Command::Check(a) => {
+        Command::Check(mut a) => {
+            commands::expand_manifest(&mut a)?;
+            let (baseline_file, write_baseline) = (a.baseline.clone(), a.write_baseline.clone());
+            let baseline = baseline_file.as_deref().map(Baseline::load).transpose()?;
             let settings = CheckSettings::from_args(a)?;
-            let outcome = engine::check(&settings)?;
+            let mut outcome = engine::check(&settings)?;
             if settings.verbose {
                 for c in &outcome.configs {
                     eprintln!("lockaudit: using config {}", c.display());
                 }
             }
+            if let Some(file) = write_baseline {
+                let b = Baseline::from_report(&outcome.report);
+                b.write(&file)?;
+                eprintln!(
+                    "lockaudit: recorded {} finding(s) in {}",
+                    b.findings.len(),
+                    file.display()
+                );
+                return Ok(0);
+            }
+            let applied = baseline.map(|b| b.apply(&mut outcome.report));
             let r = &outcome.report;
             let text = match settings.format {
                 Format::Human => report::human::render(r, settings.color),
@@ -72,6 +87,11 @@ fn run(args: Args) -> Result<u8, ToolError> {
                     settings.report_suppressed,
                 ),
             };
+            let text = match (&applied, &baseline_file, settings.format) {
+                (Some(ap), Some(f), Format::Human) => text + &ap.human_note(f),
+                (Some(ap), Some(f), Format::Json) => ap.add_to_json(f, &text),
+                _ => text,
+            };
             emit(&text, settings.output.as_deref())?;
             Ok(if r.fails(settings.fail_on) {
                 EXIT_FINDINGS
@@ -79,7 +99,97 @@ fn run(args: Args) -> Result<u8, ToolError> {
                 0
             })
         }
+        Command::Inventory(a) => {
+            let settings = commands::analysis_settings(
+                a.paths,
+                a.config.clone(),
+                a.manifest_path,
+                a.threads,
+                a.verbose,
+            )?;
+            let outcome = engine::check(&settings)?;
+            if a.verbose {
+                commands::print_configs(&outcome.configs);
+            }
+            let cwd = std::env::current_dir()
+                .map_err(|e| ToolError::Usage(format!("cannot read the current directory: {e}")))?;
+            let rows = inventory::rows(&outcome.report, &cwd, a.config.as_deref())?;
+            let summary = inventory::summary(&rows);
+            let text = inventory::render(a.format, &rows, &summary, &outcome.report.errors);
+            emit(&text, a.output.as_deref())?;
+            Ok(0)
+        }
+        Command::Annotate(a) => {
+            let dry_run = a.dry_run;
+            let done = commands::annotate::run(a)?;
+            if dry_run {
+                emit(&done.diff, None)?;
+            }
+            eprintln!(
+                "lockaudit: {} {} site(s) in {} file(s){}",
+                if dry_run {
+                    "would annotate"
+                } else {
+                    "annotated"
+                },
+                done.annotated,
+                done.files,
+                if done.skipped_files > 0 {
+                    format!("; {} file(s) left unchanged, see above", done.skipped_files)
+                } else {
+                    String::new()
+                }
+            );
+            Ok(if done.skipped_files > 0 {
+                EXIT_FINDINGS
+            } else {
+                0
+            })
+        }
+        Command::Completions { shell } => {
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut Args::command(), "lockaudit", &mut buf);
+            emit(&String::from_utf8_lossy(&buf), None)?;
+            Ok(0)
+        }
+        Command::Man => {
+            let mut buf = Vec::new();
+            clap_mangen::Man::new(Args::command())
+                .render(&mut buf)
+                .map_err(|e| ToolError::Usage(format!("cannot render the man page: {e}")))?;
+            emit(&String::from_utf8_lossy(&buf), None)?;
+            Ok(0)
+        }
+        Command::Docs { out, check } => {
+            if !check {
+                commands::docs::write(&out)?;
+                return Ok(0);
+            }
+            let bad = commands::docs::out_of_date(&out);
+            if bad.is_empty() {
+                return Ok(0);
+            }
+            eprintln!(
+                "lockaudit: {} out of date: {}; regenerate with `cargo run -- docs --out {}`",
+                out.display(),
+                bad.join(", "),
+                out.display()
+            );
+            Ok(EXIT_FINDINGS)
+        }
     }
+}
+
+/// `cargo lockaudit …` runs `cargo-lockaudit lockaudit …`: drop the subcommand name cargo passes.
+fn cargo_subcommand_args(mut argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let invoked_as_cargo = argv
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_stem())
+        .is_some_and(|s| s == "cargo-lockaudit");
+    if invoked_as_cargo && argv.get(1).is_some_and(|a| a == "lockaudit") {
+        argv.remove(1);
+    }
+    argv
 }
 
 /// Writes the report; a closed pipe (`lockaudit check | head`) ends quietly.

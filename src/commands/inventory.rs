@@ -1,0 +1,272 @@
+//! `lockaudit inventory`: one row per lock site, with what the analysis knows about it and the
+//! findings at it, then counts. The starting point for classifying an existing codebase.
+//!
+//! Release style, consensus and backend are the site's rule pack's (`[pack]`); a call-level
+//! override in a pack is not reflected, because `SiteRecord` does not carry the site's own.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::classify::Purpose;
+use crate::cli::InventoryFormat;
+use crate::config::Configs;
+use crate::diag::{FileError, ToolError};
+use crate::packs::{self, PackMeta, ReleaseStyle};
+use crate::report::{Report, SiteRecord};
+use crate::sites::Fencing;
+
+#[derive(Debug, Serialize)]
+pub struct Row<'r> {
+    #[serde(flatten)]
+    pub site: &'r SiteRecord,
+    pub backend: Option<String>,
+    pub release: Option<ReleaseStyle>,
+    pub consensus: Option<bool>,
+    /// Rules of the unsuppressed findings on the site's line.
+    pub findings: Vec<&'static str>,
+}
+
+#[derive(Debug, Serialize, Default)]
+pub struct Summary {
+    pub sites: usize,
+    pub by_purpose: BTreeMap<String, usize>,
+    pub by_library: BTreeMap<String, usize>,
+    /// `path:line` of correctness locks without any fencing.
+    pub unfenced_correctness: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct JsonDoc<'r> {
+    sites: &'r [Row<'r>],
+    summary: &'r Summary,
+    errors: &'r [FileError],
+}
+
+/// Builds the rows. `config` is `--config`, as the analysis used it, to find each site's pack.
+pub fn rows<'r>(
+    report: &'r Report,
+    cwd: &Path,
+    config: Option<&Path>,
+) -> Result<Vec<Row<'r>>, ToolError> {
+    let mut configs = Configs::new(packs::builtin()?, config)?;
+    let mut metas: HashMap<(PathBuf, String), Option<PackMeta>> = HashMap::new();
+    let mut out = Vec::new();
+    for s in &report.sites {
+        let dir = cwd
+            .join(&s.path)
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let key = (dir.clone(), s.library.clone());
+        if !metas.contains_key(&key) {
+            // A config that fails here failed the analysis first; no pack info is not fatal.
+            let meta = configs.for_dir(&dir).ok().and_then(|c| {
+                c.packs
+                    .packs
+                    .iter()
+                    .find(|p| p.pack.name == s.library)
+                    .map(|p| p.pack.clone())
+            });
+            metas.insert(key.clone(), meta);
+        }
+        let meta = metas.get(&key).and_then(Option::as_ref);
+        let findings = report
+            .active()
+            .filter(|f| f.path == s.path && f.line == s.line)
+            .map(|f| f.rule)
+            .collect();
+        out.push(Row {
+            site: s,
+            backend: meta.map(|m| m.backend.clone()).filter(|b| !b.is_empty()),
+            release: meta.map(|m| m.release),
+            consensus: meta.map(|m| m.consensus),
+            findings,
+        });
+    }
+    Ok(out)
+}
+
+pub fn summary(rows: &[Row]) -> Summary {
+    let mut s = Summary {
+        sites: rows.len(),
+        ..Default::default()
+    };
+    for r in rows {
+        *s.by_purpose
+            .entry(purpose(r.site.purpose).to_string())
+            .or_default() += 1;
+        *s.by_library.entry(r.site.library.clone()).or_default() += 1;
+        if r.site.purpose == Purpose::Correctness && r.site.fencing == Fencing::None {
+            s.unfenced_correctness
+                .push(format!("{}:{}", r.site.path, r.site.line));
+        }
+    }
+    s
+}
+
+pub fn render(
+    format: InventoryFormat,
+    rows: &[Row],
+    summary: &Summary,
+    errors: &[FileError],
+) -> String {
+    match format {
+        InventoryFormat::Json => {
+            let mut s = serde_json::to_string_pretty(&JsonDoc {
+                sites: rows,
+                summary,
+                errors,
+            })
+            .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+            s.push('\n');
+            s
+        }
+        InventoryFormat::Csv => {
+            let mut s = String::new();
+            push_csv(&mut s, &HEADER.map(String::from));
+            for r in rows {
+                push_csv(&mut s, &cells(r));
+            }
+            s
+        }
+        InventoryFormat::Markdown => markdown(rows, summary, errors),
+    }
+}
+
+const HEADER: [&str; 14] = [
+    "location",
+    "function",
+    "library",
+    "via",
+    "key",
+    "purpose",
+    "purpose source",
+    "fenced by",
+    "ttl",
+    "fencing",
+    "release",
+    "consensus",
+    "backend",
+    "findings",
+];
+
+fn cells(r: &Row) -> [String; 14] {
+    let s = r.site;
+    [
+        format!("{}:{}", s.path, s.line),
+        s.function.clone().unwrap_or_default(),
+        s.library.clone(),
+        s.via.clone().unwrap_or_default(),
+        s.key.clone().unwrap_or_default(),
+        purpose(s.purpose).to_string(),
+        enum_str(&s.purpose_source),
+        s.fenced_by.clone().unwrap_or_default(),
+        s.ttl_ms.map(ttl).unwrap_or_default(),
+        enum_str(&s.fencing),
+        r.release.map(|x| enum_str(&x)).unwrap_or_default(),
+        r.consensus
+            .map(|c| if c { "yes" } else { "no" }.to_string())
+            .unwrap_or_default(),
+        r.backend.clone().unwrap_or_default(),
+        r.findings.join(" "),
+    ]
+}
+
+fn purpose(p: Purpose) -> &'static str {
+    match p {
+        Purpose::Efficiency => "efficiency",
+        Purpose::Correctness => "correctness",
+        Purpose::Unclassified => "unclassified",
+    }
+}
+
+/// A unit enum's serde name (`kebab-case` in this crate).
+fn enum_str<T: Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => String::new(),
+    }
+}
+
+fn ttl(ms: u64) -> String {
+    humantime::format_duration(std::time::Duration::from_millis(ms)).to_string()
+}
+
+/// RFC 4180: quote fields holding a comma, quote or line break; double the quotes.
+fn push_csv(out: &mut String, cells: &[String]) {
+    let line: Vec<String> = cells
+        .iter()
+        .map(|c| {
+            if c.contains([',', '"', '\n', '\r']) {
+                format!("\"{}\"", c.replace('"', "\"\""))
+            } else {
+                c.clone()
+            }
+        })
+        .collect();
+    out.push_str(&line.join(","));
+    out.push_str("\r\n");
+}
+
+fn md_cell(c: &str) -> String {
+    let c = c.replace('|', "\\|").replace(['\n', '\r'], " ");
+    if c.is_empty() { "-".into() } else { c }
+}
+
+fn markdown(rows: &[Row], summary: &Summary, errors: &[FileError]) -> String {
+    let mut s = String::from("# Lock inventory\n\n");
+    if rows.is_empty() {
+        s.push_str("No lock sites found.\n");
+    } else {
+        s.push_str(&format!("| {} |\n", HEADER.join(" | ")));
+        s.push_str(&format!("|{}\n", "---|".repeat(HEADER.len())));
+        for r in rows {
+            let cs: Vec<String> = cells(r)
+                .iter()
+                .enumerate()
+                .map(|(i, c)| match i {
+                    // Code-like cells in backticks, so that `*` and `_` stay literal.
+                    0 | 1 | 3 | 4 if !c.is_empty() => format!("`{}`", c.replace('`', "'")),
+                    _ => md_cell(c),
+                })
+                .collect();
+            s.push_str(&format!("| {} |\n", cs.join(" | ")));
+        }
+    }
+    s.push_str(&format!(
+        "\n## Summary\n\n{} lock sites.\n\n",
+        summary.sites
+    ));
+    if !summary.by_purpose.is_empty() {
+        s.push_str("| purpose | sites |\n|---|---|\n");
+        for (p, n) in &summary.by_purpose {
+            s.push_str(&format!("| {p} | {n} |\n"));
+        }
+        s.push_str("\n| library | sites |\n|---|---|\n");
+        for (l, n) in &summary.by_library {
+            s.push_str(&format!("| {} | {n} |\n", md_cell(l)));
+        }
+        s.push('\n');
+    }
+    if summary.unfenced_correctness.is_empty() {
+        s.push_str("Correctness locks without fencing: none.\n");
+    } else {
+        s.push_str(&format!(
+            "Correctness locks without fencing: {}\n\n",
+            summary.unfenced_correctness.len()
+        ));
+        for l in &summary.unfenced_correctness {
+            s.push_str(&format!("- `{l}`\n"));
+        }
+    }
+    if !errors.is_empty() {
+        s.push_str("\n## Files not analysed\n\n");
+        for e in errors {
+            let at = e.line.map(|l| format!(":{l}")).unwrap_or_default();
+            s.push_str(&format!("- `{}{at}`: {}\n", e.path, md_cell(&e.message)));
+        }
+    }
+    s
+}

@@ -1,0 +1,74 @@
+//! Commands beyond `check`, `rules` and `explain`: adoption on an existing codebase (inventory,
+//! annotate, baseline), Cargo workspaces, and generated artefacts (completions, man page, rule docs).
+
+pub mod annotate;
+pub mod baseline;
+pub mod docs;
+pub mod inventory;
+pub mod workspace;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use crate::cli::{Args, CheckArgs, Command};
+use crate::diag::ToolError;
+use crate::settings::CheckSettings;
+
+/// `--manifest-path`: replaces the paths with the workspace's package sources.
+pub fn expand_manifest(a: &mut CheckArgs) -> Result<(), ToolError> {
+    if let Some(m) = a.manifest_path.take() {
+        a.paths = workspace::source_paths(&m)?;
+    }
+    Ok(())
+}
+
+/// Settings for a command that runs the analysis only for its sites and findings: `check`'s
+/// defaults (built by parsing a `check` command line, so new `check` options keep their defaults).
+pub fn analysis_settings(
+    paths: Vec<PathBuf>,
+    config: Option<PathBuf>,
+    manifest_path: Option<PathBuf>,
+    threads: Option<usize>,
+    verbose: bool,
+) -> Result<CheckSettings, ToolError> {
+    let mut argv: Vec<OsString> = [
+        "lockaudit",
+        "check",
+        "--fail-on",
+        "never",
+        "--color",
+        "never",
+    ]
+    .into_iter()
+    .map(OsString::from)
+    .collect();
+    if let Some(c) = config {
+        argv.extend(["--config".into(), c.into_os_string()]);
+    }
+    if let Some(t) = threads {
+        argv.extend(["--threads".into(), t.to_string().into()]);
+    }
+    if verbose {
+        argv.push("--verbose".into());
+    }
+    argv.push("--".into());
+    argv.extend(paths.into_iter().map(PathBuf::into_os_string));
+    let args = Args::try_parse_from(argv).map_err(|e| ToolError::Usage(e.to_string()))?;
+    let Command::Check(mut a) = args.command else {
+        return Err(ToolError::Usage(
+            "internal: not a check command line".into(),
+        ));
+    };
+    a.manifest_path = manifest_path;
+    expand_manifest(&mut a)?;
+    CheckSettings::from_args(a)
+}
+
+/// Prints the configuration files used, for `--verbose`.
+pub fn print_configs(configs: &[PathBuf]) {
+    for c in configs {
+        eprintln!("lockaudit: using config {}", c.display());
+    }
+}
