@@ -61,9 +61,7 @@ fn run(args: Args) -> Result<u8, ToolError> {
             let settings = CheckSettings::from_args(a)?;
             let mut outcome = engine::check(&settings)?;
             if settings.verbose {
-                for c in &outcome.configs {
-                    eprintln!("lockaudit: using config {}", c.display());
-                }
+                commands::print_configs(&outcome.configs);
             }
             if let Some(file) = write_baseline {
                 let b = Baseline::from_report(&outcome.report);

@@ -69,6 +69,15 @@ pub fn analysis_settings(
 /// Prints the configuration files used, for `--verbose`.
 pub fn print_configs(configs: &[PathBuf]) {
     for c in configs {
-        eprintln!("lockaudit: using config {}", c.display());
+        let from_manifest = c.file_name().is_some_and(|n| n == "Cargo.toml");
+        eprintln!(
+            "lockaudit: using config {}{}",
+            c.display(),
+            if from_manifest {
+                " (its [package|workspace.metadata.lockaudit] table)"
+            } else {
+                ""
+            }
+        );
     }
 }

@@ -348,6 +348,57 @@ impl Config {
         })
     }
 
+    /// The `[package.metadata.lockaudit]` (or else `[workspace.metadata.lockaudit]`) table of a
+    /// Cargo manifest, same schema as lockaudit.toml. `None`: the manifest has neither.
+    pub fn from_manifest(path: &Path, builtin: &[Pack]) -> Result<Option<Config>, ToolError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ToolError::Io {
+            path: path.to_path_buf(),
+            message: format!("cannot read: {e}"),
+        })?;
+        // Most manifests say nothing about lockaudit; do not fail on ones that are not ours to check.
+        if !text.contains("lockaudit") {
+            return Ok(None);
+        }
+        let doc: toml::Table = toml::from_str(&text).map_err(|e| {
+            let (line, column, message) = toml_error_at(&text, &e);
+            ToolError::Config {
+                path: path.to_path_buf(),
+                line,
+                column,
+                message,
+            }
+        })?;
+        let section = |top: &'static str| {
+            doc.get(top)
+                .and_then(|t| t.get("metadata"))
+                .and_then(|m| m.get("lockaudit"))
+                .map(|l| (top, l.clone()))
+        };
+        let Some((top, value)) = section("package").or_else(|| section("workspace")) else {
+            return Ok(None);
+        };
+        let header = format!("{top}.metadata.lockaudit");
+        let (line, column) = text.find(&header).map_or((1, 1), |o| line_col(&text, o));
+        let wrong = |message: String| ToolError::Config {
+            path: path.to_path_buf(),
+            line,
+            column,
+            message: format!("[{header}]: {message}"),
+        };
+        let toml::Value::Table(table) = value else {
+            return Err(wrong("must be a table".into()));
+        };
+        // Parsed as the text of a lockaudit.toml; errors point at the section, as the re-written
+        // text's lines are not the manifest's.
+        let body = toml::to_string(&table).map_err(|e| wrong(e.to_string()))?;
+        Config::parse(path, &body, builtin)
+            .map(Some)
+            .map_err(|e| match e {
+                ToolError::Config { message, .. } => wrong(message),
+                other => other,
+            })
+    }
+
     /// A path relative to the config's folder, with `/` separators, for globs.
     pub fn relative(&self, file: &Path) -> String {
         let rel = file.strip_prefix(&self.base).unwrap_or(file);
@@ -376,6 +427,8 @@ pub struct Configs {
     by_file: HashMap<PathBuf, Arc<Config>>,
     by_dir: HashMap<PathBuf, Arc<Config>>,
     defaults: Option<Arc<Config>>,
+    /// Cargo manifests read and found without a lockaudit section.
+    plain_manifests: std::collections::HashSet<PathBuf>,
 }
 
 impl Configs {
@@ -398,6 +451,7 @@ impl Configs {
             by_file: HashMap::new(),
             by_dir: HashMap::new(),
             defaults: None,
+            plain_manifests: Default::default(),
         })
     }
 
@@ -409,19 +463,43 @@ impl Configs {
         if let Some(c) = self.by_dir.get(dir) {
             return Ok(c.clone());
         }
-        let found = dir
-            .ancestors()
-            .map(|d| d.join(FILE_NAME))
-            .find(|p| p.is_file());
-        let cfg = match found {
-            Some(p) => match self.by_file.get(&p) {
-                Some(c) => c.clone(),
-                None => {
-                    let c = Arc::new(Config::load(&p, &self.builtin)?);
-                    self.by_file.insert(p, c.clone());
-                    c
+        // Nearest folder first; in one folder, lockaudit.toml before Cargo.toml metadata.
+        let mut found = None;
+        for d in dir.ancestors() {
+            let file = d.join(FILE_NAME);
+            if file.is_file() {
+                found = Some(match self.by_file.get(&file) {
+                    Some(c) => c.clone(),
+                    None => {
+                        let c = Arc::new(Config::load(&file, &self.builtin)?);
+                        self.by_file.insert(file, c.clone());
+                        c
+                    }
+                });
+                break;
+            }
+            let manifest = d.join("Cargo.toml");
+            if self.plain_manifests.contains(&manifest) || !manifest.is_file() {
+                continue;
+            }
+            if let Some(c) = self.by_file.get(&manifest) {
+                found = Some(c.clone());
+                break;
+            }
+            match Config::from_manifest(&manifest, &self.builtin)? {
+                Some(c) => {
+                    let c = Arc::new(c);
+                    self.by_file.insert(manifest, c.clone());
+                    found = Some(c);
+                    break;
                 }
-            },
+                None => {
+                    self.plain_manifests.insert(manifest);
+                }
+            }
+        }
+        let cfg = match found {
+            Some(c) => c,
             None => match &self.defaults {
                 Some(d) => d.clone(),
                 None => {
