@@ -643,3 +643,95 @@ fn rule_docs_in_docs_rules_are_up_to_date() {
         Some(0)
     );
 }
+
+/// The `run: |` script of the action's step with this `id`, dedented.
+fn action_script(action: &str, id: &str) -> String {
+    let mut lines = action
+        .lines()
+        .skip_while(|l| l.trim() != format!("id: {id}"));
+    let mut script = String::new();
+    let mut inside = false;
+    for l in lines.by_ref() {
+        if inside {
+            if !l.trim().is_empty() && !l.starts_with("        ") {
+                break;
+            }
+            script.push_str(l.get(8..).unwrap_or(""));
+            script.push('\n');
+        } else if l.trim() == "run: |" {
+            inside = true;
+        }
+    }
+    script
+}
+
+#[test]
+fn github_action_runs_lockaudit_uploads_sarif_and_gates_on_fail_on() {
+    let action = std::fs::read_to_string(root().join("action.yml")).expect("action.yml");
+    assert!(action.contains("using: composite"));
+    assert!(action.contains("uses: github/codeql-action/upload-sarif@v3"));
+    assert!(action.contains("cargo install --locked --path \"$GITHUB_ACTION_PATH\" lockaudit"));
+    let script = action_script(&action, "check");
+    assert!(script.contains("lockaudit check"), "{script}");
+
+    // Run the step's script as the runner would, with the built binary on PATH.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("a.rs"), LOCK).expect("write");
+    let bin_dir = PathBuf::from(env!("CARGO_BIN_EXE_lockaudit"))
+        .parent()
+        .expect("dir")
+        .to_path_buf();
+    let mut path = vec![bin_dir];
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    let run = |fail_on: &str, args: &str| {
+        let out = d.join("github_output");
+        let _ = std::fs::remove_file(&out);
+        let o = Command::new("bash")
+            .args(["-c", &script])
+            .current_dir(d)
+            .env("PATH", std::env::join_paths(&path).expect("PATH"))
+            .env("LA_PATHS", ".")
+            .env("LA_MANIFEST", "")
+            .env("LA_BASELINE", "")
+            .env("LA_FAIL_ON", fail_on)
+            .env("LA_ARGS", args)
+            .env("GITHUB_OUTPUT", &out)
+            .env("RUNNER_TEMP", d)
+            .output()
+            .expect("bash runs");
+        (o, std::fs::read_to_string(out).unwrap_or_default())
+    };
+    let (o, outputs) = run("warning", "");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stdout(&o).contains("::warning file=a.rs"), "{}", stdout(&o));
+    assert!(outputs.contains(&format!("sarif={}", d.join("lockaudit.sarif").display())));
+    let sarif: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("lockaudit.sarif")).expect("sarif"))
+            .expect("json");
+    assert_eq!(sarif["version"], "2.1.0");
+    let (o, _) = run("never", "--ignore unclassified-lock");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stdout(&o).contains("unclassified-lock"), "{}", stdout(&o));
+}
+
+#[test]
+fn pre_commit_hook_runs_a_valid_command() {
+    let hooks = std::fs::read_to_string(root().join(".pre-commit-hooks.yaml")).expect("hooks");
+    assert!(hooks.contains("- id: lockaudit"));
+    assert!(hooks.contains("language: rust"));
+    let entry = hooks
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("entry: "))
+        .expect("entry");
+    let mut words = entry.split_whitespace();
+    assert_eq!(words.next(), Some("lockaudit"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("a.rs"), LOCK).expect("write");
+    let args: Vec<&str> = words.collect();
+    let o = lockaudit(dir.path(), &args);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stdout(&o).contains("unclassified-lock"));
+}
