@@ -52,6 +52,12 @@ pub fn rows<'r>(
 ) -> Result<Vec<Row<'r>>, ToolError> {
     let mut configs = Configs::new(packs::builtin()?, config)?;
     let mut metas: HashMap<(PathBuf, String), Option<PackMeta>> = HashMap::new();
+    let mut at: HashMap<(&str, usize), Vec<&'static str>> = HashMap::new();
+    for f in report.active() {
+        at.entry((f.path.as_str(), f.line))
+            .or_default()
+            .push(f.rule);
+    }
     let mut out = Vec::new();
     for s in &report.sites {
         let dir = cwd
@@ -72,11 +78,10 @@ pub fn rows<'r>(
             metas.insert(key.clone(), meta);
         }
         let meta = metas.get(&key).and_then(Option::as_ref);
-        let findings = report
-            .active()
-            .filter(|f| f.path == s.path && f.line == s.line)
-            .map(|f| f.rule)
-            .collect();
+        let findings = at
+            .get(&(s.path.as_str(), s.line))
+            .cloned()
+            .unwrap_or_default();
         out.push(Row {
             site: s,
             backend: meta.map(|m| m.backend.clone()).filter(|b| !b.is_empty()),
