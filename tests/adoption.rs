@@ -735,3 +735,49 @@ fn pre_commit_hook_runs_a_valid_command() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stdout(&o).contains("unclassified-lock"));
 }
+
+#[test]
+fn annotate_interactive_asks_per_site_on_a_terminal() {
+    // `script` (util-linux) gives the program a pseudo-terminal fed from our pipe.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = std::fs::read_to_string(root().join("fixtures/rules/unclassified_lock.rs"))
+        .expect("fixture");
+    std::fs::write(dir.path().join("a.rs"), &src).expect("write");
+    let cmd = format!(
+        "{} annotate --interactive a.rs",
+        env!("CARGO_BIN_EXE_lockaudit")
+    );
+    let mut child = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .current_dir(dir.path())
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("script(1) from util-linux runs");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        // correctness, skip, efficiency, then quit.
+        stdin.write_all(b"c\ns\ne\nq\n").expect("answers");
+    }
+    let o = child.wait_with_output().expect("waits");
+    let shown = stdout(&o);
+    assert!(o.status.success(), "{shown}");
+    assert!(shown.contains("a.rs:6:"), "{shown}");
+    assert!(shown.contains("[s]kip"), "{shown}");
+    let new = std::fs::read_to_string(dir.path().join("a.rs")).expect("read");
+    let added: Vec<(usize, &str)> = new
+        .lines()
+        .enumerate()
+        .filter(|(i, l)| src.lines().nth(*i) != Some(l))
+        .take(1)
+        .collect();
+    assert_eq!(added, [(5, "    // lockaudit: correctness")], "{new}");
+    assert_eq!(new.lines().count(), src.lines().count() + 2, "{new}");
+    assert!(
+        new.contains("    // lockaudit: efficiency\n    let second = mgr.lock(\"two\""),
+        "{new}"
+    );
+    assert_eq!(tokens(&src), tokens(&new));
+}
