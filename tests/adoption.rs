@@ -272,7 +272,7 @@ fn annotate_then_check_reports_no_unclassified_lock_and_changes_only_comments() 
 #[test]
 fn annotate_keeps_indentation_and_is_rustfmt_shaped() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let src = "use rslock::LockManager;\nuse std::time::Duration;\n\npub async fn run(m: &LockManager) -> Result<(), rslock::LockError> {\n    if true {\n        // Take the lock.\n        let l = m\n            .lock(\"k\", Duration::from_secs(10))\n            .await?;\n        m.unlock(&l).await;\n    }\n    Ok(())\n}\n";
+    let src = "use rslock::LockManager;\nuse std::time::Duration;\n\npub async fn run(m: &LockManager) -> Result<(), rslock::LockError> {\n    if true {\n        // Take the lock.\n        let l = m\n            .lock(\"invoices:nightly-rollup\", Duration::from_secs(10))\n            .await?;\n        m.unlock(&l).await;\n    }\n    Ok(())\n}\n";
     std::fs::write(dir.path().join("a.rs"), src).expect("write");
     let o = lockaudit(
         dir.path(),
@@ -287,6 +287,13 @@ fn annotate_keeps_indentation_and_is_rustfmt_shaped() {
             "        // Take the lock.\n        // lockaudit: correctness\n"
         )
     );
+    // rustfmt leaves the annotated file as it is.
+    let fmt = Command::new("rustfmt")
+        .args(["--check", "--edition", "2024", "a.rs"])
+        .current_dir(dir.path())
+        .output()
+        .expect("rustfmt runs");
+    assert!(fmt.status.success(), "{}", stdout(&fmt));
     let check = json(&lockaudit(
         dir.path(),
         &["check", "--format", "json", "a.rs"],
