@@ -88,6 +88,8 @@ pub fn run(a: AnnotateArgs) -> Result<Outcome, ToolError> {
             continue;
         };
         let mut inserts: BTreeMap<usize, &'static str> = BTreeMap::new();
+        // One question per statement, however many sites it holds.
+        let mut seen = std::collections::HashSet::new();
         for (line, at) in &stmts {
             let Some(line) = line else {
                 eprintln!(
@@ -96,7 +98,7 @@ pub fn run(a: AnnotateArgs) -> Result<Outcome, ToolError> {
                 );
                 continue;
             };
-            if inserts.contains_key(line) {
+            if !seen.insert(*line) {
                 continue;
             }
             let purpose = match a.purpose {
