@@ -147,15 +147,15 @@ impl Checker {
             // Overlap also against every earlier hold, not only the previous one.
             let mut latest_end: Option<(&Hold, Instant)> = None;
             for h in &hs {
-                if let Some((p, e)) = latest_end {
-                    if e > h.granted {
-                        v.push(format!(
-                            "{key}: holders overlap: token {} valid {:?} past the grant of token {}",
-                            p.token,
-                            e - h.granted,
-                            h.token
-                        ));
-                    }
+                if let Some((p, e)) = latest_end
+                    && e > h.granted
+                {
+                    v.push(format!(
+                        "{key}: holders overlap: token {} valid {:?} past the grant of token {}",
+                        p.token,
+                        e - h.granted,
+                        h.token
+                    ));
                 }
                 if latest_end.is_none_or(|(_, e)| h.end > e) {
                     latest_end = Some((h, h.end));
@@ -172,6 +172,11 @@ impl Checker {
             }
         }
         v
+    }
+
+    /// All recorded holds.
+    pub fn holds(&self) -> Vec<Hold> {
+        self.state.lock().unwrap().holds.clone()
     }
 
     pub fn acquired(&self) -> u64 {
