@@ -27,7 +27,7 @@ async fn randomized_schedules_etcd() {
     // acquisitions per trial and more trials at once.
     let schedule = Schedule {
         trials: 200,
-        concurrency: 25,
+        concurrency: 50,
         workers: 3,
         rounds: 1,
         writes: 2,

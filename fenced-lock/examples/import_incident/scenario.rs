@@ -78,13 +78,13 @@ pub struct Config {
     /// Lines per insert (and the size of the batch in flight during the pause).
     pub batch: usize,
     /// Lock TTL (variant 2 multiplies it by 5).
-    #[serde(serialize_with = "ser_ms")]
+    #[serde(rename = "ttl_ms", serialize_with = "ser_ms")]
     pub ttl: Duration,
     /// A renewal is due when this much time passed since the last one.
-    #[serde(serialize_with = "ser_ms")]
+    #[serde(rename = "renew_every_ms", serialize_with = "ser_ms")]
     pub renew_every: Duration,
     /// Length of worker A's stall (variant 2 multiplies it by 5).
-    #[serde(serialize_with = "ser_ms")]
+    #[serde(rename = "pause_ms", serialize_with = "ser_ms")]
     pub pause: Duration,
 }
 
@@ -679,8 +679,8 @@ fn esc(s: &str) -> String {
 
 /// An SVG line chart of duplicate rows against stall length (from [`sweep`]).
 pub fn chart_svg(points: &[Outcome], lines: usize, ttl_ms: u64) -> String {
-    let (w, h) = (720.0_f64, 420.0_f64);
-    let (left, right, top, bottom) = (80.0, 220.0, 50.0, 60.0);
+    let (w, h) = (880.0_f64, 440.0_f64);
+    let (left, right, top, bottom) = (80.0, 260.0, 64.0, 60.0);
     let pw = w - left - right;
     let ph = h - top - bottom;
     let xmax = points.iter().map(|p| p.pause_ms).max().unwrap_or(1).max(1) as f64;
@@ -703,10 +703,13 @@ pub fn chart_svg(points: &[Outcome], lines: usize, ttl_ms: u64) -> String {
     let _ = writeln!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
     let _ = writeln!(
         s,
-        r#"<text x="{}" y="24" font-size="15" font-weight="bold">{}</text>"#,
-        left,
+        r#"<text x="{left}" y="24" font-size="15" font-weight="bold">Import incident: duplicate rows vs. stall of worker A</text>"#
+    );
+    let _ = writeln!(
+        s,
+        r##"<text x="{left}" y="44" fill="#444">{}</text>"##,
         esc(&format!(
-            "Import incident: duplicate rows vs. stall of worker A ({lines} lines, TTL {ttl_ms} ms)"
+            "{lines} lines, lock TTL {ttl_ms} ms, two workers, real PostgreSQL; one run per point"
         ))
     );
     // Grid and axes.
@@ -764,12 +767,8 @@ pub fn chart_svg(points: &[Outcome], lines: usize, ttl_ms: u64) -> String {
     );
     let series = [
         (Variant::BlindRenewal, "#d62728", "1 blind renewal"),
-        (
-            Variant::CheckedRenewal,
-            "#ff7f0e",
-            "3 ownership-checked renewal",
-        ),
-        (Variant::Fenced, "#2ca02c", "4 fenced writes (fenced-lock)"),
+        (Variant::CheckedRenewal, "#ff7f0e", "3 checked renewal"),
+        (Variant::Fenced, "#2ca02c", "4 fenced (fenced-lock)"),
     ];
     for (i, (v, color, name)) in series.iter().enumerate() {
         let mut pts: Vec<&Outcome> = points.iter().filter(|p| p.variant == *v).collect();
@@ -800,8 +799,17 @@ pub fn chart_svg(points: &[Outcome], lines: usize, ttl_ms: u64) -> String {
                 p.duplicate_rows
             );
         }
+        if let Some(last) = pts.last() {
+            let _ = writeln!(
+                s,
+                r#"<text x="{:.1}" y="{:.1}" fill="{color}" font-weight="bold">{}</text>"#,
+                x(last.pause_ms as f64) + 8.0,
+                y(last.duplicate_rows as f64) + [4.0, -12.0, 4.0][i],
+                last.duplicate_rows
+            );
+        }
         let ly = top + 20.0 + 22.0 * i as f64;
-        let lx = left + pw + 16.0;
+        let lx = left + pw + 56.0;
         let _ = writeln!(
             s,
             r#"<line x1="{lx:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="3"/><text x="{:.1}" y="{:.1}">{}</text>"#,
