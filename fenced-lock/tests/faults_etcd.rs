@@ -10,6 +10,8 @@ mod etcd_server;
 #[path = "support/faults.rs"]
 mod faults;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use etcd_cluster::EtcdCluster;
@@ -61,7 +63,14 @@ async fn randomized_schedules_etcd() {
 
 /// One holder in the failover test: acquire, hold for a random time renewing
 /// every 300 ms and writing through the fence, release; until `stop`.
-async fn holder(b: EtcdBackend, fence: MemoryFence, checker: Checker, stop: Instant, seed: u64) {
+async fn holder(
+    b: EtcdBackend,
+    fence: MemoryFence,
+    checker: Checker,
+    stop: Instant,
+    seed: u64,
+    holding: Arc<AtomicUsize>,
+) {
     let mut rng = StdRng::seed_from_u64(seed);
     let ttl = Duration::from_secs(1);
     while Instant::now() < stop {
@@ -74,6 +83,7 @@ async fn holder(b: EtcdBackend, fence: MemoryFence, checker: Checker, stop: Inst
             }
         };
         let granted = Instant::now();
+        holding.fetch_add(1, Ordering::SeqCst);
         let token = lease.token();
         let hold_for = Duration::from_millis(rng.random_range(300..1500));
         let mut end = None;
@@ -94,6 +104,7 @@ async fn holder(b: EtcdBackend, fence: MemoryFence, checker: Checker, stop: Inst
             }
             checker.write(&fence, "leader-kill", token).await;
         }
+        holding.fetch_sub(1, Ordering::SeqCst);
         let release_start = Instant::now();
         let valid_until = lease.valid_until();
         let _ = b.release(lease).await;
@@ -116,6 +127,7 @@ async fn leader_killed_while_leases_held() {
     let seed = faults::seed();
     let started = Instant::now();
     let stop = started + Duration::from_secs(9);
+    let holding = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for w in 0..3u64 {
         let b = EtcdBackend::connect_with(
@@ -132,10 +144,16 @@ async fn leader_killed_while_leases_held() {
             checker.clone(),
             stop,
             seed ^ w,
+            holding.clone(),
         )));
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     let leader = cluster.leader().await.expect("a leader");
+    // Kill while a lease is held (holds are long, gaps between them short).
+    let wait_held = Instant::now() + Duration::from_secs(3);
+    while holding.load(Ordering::SeqCst) == 0 && Instant::now() < wait_held {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     let killed_at = Instant::now();
     let pid = cluster.kill(leader);
     for t in tasks {
