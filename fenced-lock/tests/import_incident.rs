@@ -46,7 +46,7 @@ async fn import_incident_shape() {
                     "every stale write rejected:\n{table}"
                 );
             }
-            Variant::Idempotent => {
+            Variant::Idempotent | Variant::IdempotentNoLock => {
                 assert_eq!(o.duplicate_rows, 0, "{table}");
                 assert_eq!(o.rows_written, cfg.lines as u64, "{table}");
             }

@@ -88,7 +88,7 @@ async fn main() -> Result<(), scenario::Error> {
         print!("{}", scenario::table(&outcomes));
         println!(
             "\nstale try = rows written while the lock table already named a newer holder; \
-             rejected = rows refused by the fence (4) or the (file, line) key (5)"
+             rejected = rows refused by the fence (4) or the (file, line) key (5, 5b)"
         );
         if !sweep.is_empty() {
             println!("\nstall sweep (duplicate rows):");

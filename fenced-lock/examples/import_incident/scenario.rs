@@ -43,17 +43,26 @@ pub enum Variant {
     /// No fencing, but rows are keyed by (file, line) with a uniqueness
     /// constraint (and `ON CONFLICT DO NOTHING`); run with the blind lock.
     Idempotent,
+    /// The idempotent import with no lock at all: both workers import the
+    /// whole file at the same time.
+    IdempotentNoLock,
 }
 
 impl Variant {
     /// All five, in the order of the table.
-    pub const ALL: [Variant; 5] = [
+    pub const ALL: [Variant; 6] = [
         Variant::BlindRenewal,
         Variant::LongerTtl,
         Variant::CheckedRenewal,
         Variant::Fenced,
         Variant::Idempotent,
+        Variant::IdempotentNoLock,
     ];
+
+    /// Whether rows are keyed by (file, line).
+    pub fn idempotent(self) -> bool {
+        matches!(self, Variant::Idempotent | Variant::IdempotentNoLock)
+    }
 
     /// Number and short description for the table.
     pub fn label(self) -> &'static str {
@@ -63,6 +72,7 @@ impl Variant {
             Variant::CheckedRenewal => "3 ownership-checked renewal",
             Variant::Fenced => "4 fenced writes (fenced-lock)",
             Variant::Idempotent => "5 idempotent (file, line) key",
+            Variant::IdempotentNoLock => "5b idempotent key, no lock at all",
         }
     }
 }
@@ -217,7 +227,7 @@ async fn run_inner(
     tables: &Tables,
     admin: &Client,
 ) -> Result<Outcome, Error> {
-    let unique = if variant == Variant::Idempotent {
+    let unique = if variant.idempotent() {
         ", PRIMARY KEY (file, line)"
     } else {
         ""
@@ -298,8 +308,13 @@ struct Stats {
 
 /// The lock as one worker sees it.
 enum Held {
-    Naive { token: i64, owner: [u8; 16] },
+    Naive {
+        token: i64,
+        owner: [u8; 16],
+    },
     Fenced(Lease),
+    /// No lock (variant 5b).
+    None,
 }
 
 impl Held {
@@ -307,6 +322,7 @@ impl Held {
         match self {
             Held::Naive { token, .. } => *token,
             Held::Fenced(l) => l.token().to_i64().unwrap_or(i64::MAX),
+            Held::None => 0,
         }
     }
 }
@@ -334,6 +350,9 @@ impl Worker {
 
     async fn try_acquire(&self) -> Result<Option<Held>, Error> {
         let ttl = self.shared.cfg.ttl;
+        if self.shared.variant == Variant::IdempotentNoLock {
+            return Ok(Some(Held::None));
+        }
         if let Some(b) = &self.fenced {
             return Ok(b.try_acquire(KEY, ttl).await?.map(Held::Fenced));
         }
@@ -364,6 +383,7 @@ impl Worker {
         let ttl = ms(self.shared.cfg.ttl);
         let t = &self.shared.tables.naive_locks;
         match (held, self.shared.variant) {
+            (Held::None, _) => Ok(true),
             (Held::Fenced(lease), _) => {
                 let b = self.fenced.as_ref().ok_or("fenced lease without backend")?;
                 match b.renew(lease).await {
@@ -403,6 +423,7 @@ impl Worker {
 
     async fn release(&self, held: Held) -> Result<(), Error> {
         match held {
+            Held::None => {}
             Held::Fenced(lease) => {
                 let b = self.fenced.as_ref().ok_or("fenced lease without backend")?;
                 b.release(lease).await?;
@@ -425,6 +446,9 @@ impl Worker {
 
     /// Whether the lock table already names a newer holder than `held`.
     async fn is_stale(&self, held: &Held) -> Result<bool, Error> {
+        if matches!(held, Held::None) {
+            return Ok(false);
+        }
         let row = self
             .client
             .query_one(
@@ -456,7 +480,7 @@ impl Worker {
                 let fence = self.shared.fence.clone().ok_or("no fence")?;
                 let token = match held {
                     Held::Fenced(l) => l.token(),
-                    Held::Naive { .. } => return Err("fenced variant with a naive lock".into()),
+                    _ => return Err("fenced variant without a fenced lease".into()),
                 };
                 let tx = self.client.transaction().await?;
                 match fence.admit_in(&tx, RESOURCE, token).await {
@@ -474,7 +498,7 @@ impl Worker {
                     Err(e) => Err(e.into()),
                 }
             }
-            Variant::Idempotent => {
+            Variant::Idempotent | Variant::IdempotentNoLock => {
                 let k = self
                     .client
                     .execute(
@@ -607,7 +631,7 @@ async fn worker(shared: Arc<Shared>, id: i32) -> Result<Stats, Error> {
                 lost = true;
                 break;
             }
-            if shared.variant == Variant::Idempotent {
+            if shared.variant.idempotent() {
                 stats.rejected += refused;
             }
             next = end;
