@@ -60,6 +60,11 @@ fn run(args: Args) -> Result<u8, ToolError> {
                 for c in &outcome.configs {
                     eprintln!("lockaudit: using config {}", c.display());
                 }
+                let s = &outcome.stats;
+                eprintln!(
+                    "lockaudit: {} files read, {} parsed, {} analyses (wrapper rounds included), {} crates from the cache",
+                    s.files, s.parsed, s.analysed, s.cached_crates
+                );
             }
             let r = &outcome.report;
             let text = match settings.format {
