@@ -9,7 +9,7 @@ use crate::directives::{DeclaredPurpose, Directive, DirectiveKind, Directives};
 use crate::sites::{Fencing, Site};
 use crate::source::SourceFile;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Purpose {
     Efficiency,
@@ -27,7 +27,7 @@ impl From<DeclaredPurpose> for Purpose {
 }
 
 /// Where the purpose came from (shown in reports, so a reviewer can find it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PurposeSource {
     Annotation,

@@ -154,6 +154,15 @@ pub struct CheckArgs {
     /// Include suppressed findings in SARIF (as suppressed results).
     #[arg(long)]
     pub report_suppressed: bool,
+    /// Parse every file, not only those that can hold a lock site (slower; for verification).
+    #[arg(long)]
+    pub no_prefilter: bool,
+    /// Do not read or write the cache (`.lockaudit_cache/` in the current directory).
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Where the cache lives.
+    #[arg(long, default_value = ".lockaudit_cache")]
+    pub cache_dir: PathBuf,
     /// Print which configuration files were used (to standard error).
     #[arg(long, short)]
     pub verbose: bool,

@@ -49,7 +49,7 @@ fn floor_char_boundary(s: &str, mut i: usize) -> usize {
 }
 
 /// A file that could not be analysed. Listed in every output format; does not by itself fail the run.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct FileError {
     pub path: String,
     pub line: Option<usize>,

@@ -1,12 +1,13 @@
 //! The work: discover -> parse and index (parallel) -> crate indexes -> analyse (parallel) ->
 //! sorted report. Each phase's workers own their state; results are merged and sorted at the end.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use crate::cache::{self, Cache};
 use crate::classify::{Classified, classify};
 use crate::config::{Config, Configs};
 use crate::diag::{FileError, ToolError, line_col};
@@ -16,6 +17,7 @@ use crate::lints::{self, Check, Level};
 use crate::model::{CrateIndex, FileIndex, Imports, module_path_for};
 use crate::packs;
 use crate::packs::{CallDef, PackSet};
+use crate::prefilter;
 use crate::report::{Finding, Report, SiteRecord};
 use crate::settings::CheckSettings;
 use crate::sites::{self, FileCx, WrapperCandidate};
@@ -40,6 +42,20 @@ pub struct Outcome {
     pub report: Report,
     pub suppressed: usize,
     pub configs: Vec<PathBuf>,
+    pub stats: Stats,
+}
+
+/// What the run did, for `--verbose` and the benchmark.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    /// Files read.
+    pub files: usize,
+    /// Files parsed (the rest the prefilter showed cannot matter).
+    pub parsed: usize,
+    /// Files analysed, counting each wrapper round.
+    pub analysed: usize,
+    /// Crates whose results came from the cache.
+    pub cached_crates: usize,
 }
 
 pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
@@ -77,26 +93,135 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         .build()
         .map_err(|e| ToolError::Usage(format!("cannot start worker threads: {e}")))?;
 
-    // Phase 1: read, parse, index. syn trees are not Send, so each worker keeps only plain data.
-    let phase1: Vec<Result<(Indexed, FileIndex), FileError>> = pool.install(|| {
-        jobs.par_iter()
+    // Read every file; the prefilter decides from the text which ones to parse.
+    let reads: Vec<Result<String, FileError>> =
+        pool.install(|| jobs.par_iter().map(read_text).collect());
+    let mut errors = found.errors;
+
+    // The cache: crates whose files, configs and version are unchanged are served from it.
+    let cache = settings.cache_dir.as_deref().and_then(Cache::open);
+    let mut crate_jobs: BTreeMap<&Path, Vec<usize>> = BTreeMap::new();
+    for (i, job) in jobs.iter().enumerate() {
+        crate_jobs
+            .entry(job.crate_root.as_path())
+            .or_default()
+            .push(i);
+    }
+    let mut hits: Vec<cache::Entry> = Vec::new();
+    let mut misses: Vec<(String, Vec<usize>)> = Vec::new();
+    let mut from_cache = vec![false; jobs.len()];
+    if let Some(cache) = &cache {
+        for (root, members) in &crate_jobs {
+            let key = crate_key(root, members, &jobs, &reads, settings);
+            match cache.get(&key) {
+                Some(entry) => {
+                    members.iter().for_each(|&i| from_cache[i] = true);
+                    hits.push(entry);
+                }
+                None => misses.push((key, members.clone())),
+            }
+        }
+    }
+    let by_display: HashMap<&str, usize> = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| (j.file.display.as_str(), i))
+        .collect();
+    let mut sources: BTreeMap<String, Arc<str>> = BTreeMap::new();
+    for entry in &hits {
+        for f in entry.files.iter().filter(|f| !f.findings.is_empty()) {
+            if let Some(&i) = by_display.get(f.display.as_str())
+                && let Ok(text) = &reads[i]
+            {
+                sources.insert(f.display.clone(), Arc::from(text.as_str()));
+            }
+        }
+    }
+
+    let triggers = prefilter::Words::new(
+        configs
+            .loaded()
+            .iter()
+            .flat_map(|c| prefilter::pack_triggers(&c.packs)),
+    );
+    let relevant: Vec<bool> = pool.install(|| {
+        reads
+            .par_iter()
             .enumerate()
-            .map(|(i, job)| index_one(i, job))
+            .map(|(i, r)| {
+                !from_cache[i]
+                    && r.as_ref()
+                        .is_ok_and(|t| !settings.prefilter || triggers.any_in(t))
+            })
             .collect()
     });
-    let mut errors = found.errors;
-    let mut indexed = Vec::new();
-    let mut by_crate: HashMap<PathBuf, Vec<FileIndex>> = HashMap::new();
-    for r in phase1 {
-        match r {
-            Ok((ix, fi)) => {
-                by_crate
-                    .entry(jobs[ix.job].crate_root.clone())
-                    .or_default()
-                    .push(fi);
-                indexed.push(ix);
+    let mut state: Vec<FileState> = Vec::with_capacity(jobs.len());
+    for (i, r) in reads.into_iter().enumerate() {
+        state.push(match r {
+            _ if from_cache[i] => FileState::Cached,
+            Err(e) => {
+                errors.push(e);
+                FileState::Failed
             }
-            Err(e) => errors.push(e),
+            Ok(text) if relevant[i] => FileState::Wanted(text),
+            Ok(_) => FileState::Skipped,
+        });
+    }
+
+    // Phase 1: parse and index what is wanted; then widen to the files that declare what those
+    // use (types leading to lock types, constants), until nothing new is wanted.
+    let mut indexes: Vec<Option<FileIndex>> = (0..jobs.len()).map(|_| None).collect();
+    loop {
+        let wanted: Vec<(usize, String)> = state
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, s)| match std::mem::replace(s, FileState::Failed) {
+                FileState::Wanted(t) => Some((i, t)),
+                other => {
+                    *s = other;
+                    None
+                }
+            })
+            .collect();
+        if wanted.is_empty() {
+            break;
+        }
+        let parsed: Vec<(usize, Parsed)> = pool.install(|| {
+            wanted
+                .into_par_iter()
+                .map(|(i, text)| (i, index_one(i, &jobs[i], text)))
+                .collect()
+        });
+        let mut touched: Vec<PathBuf> = Vec::new();
+        for (i, r) in parsed {
+            match r {
+                Ok((ix, fi)) => {
+                    indexes[i] = Some(fi);
+                    touched.push(jobs[i].crate_root.clone());
+                    state[i] = FileState::Indexed(Box::new(ix));
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        if !settings.prefilter {
+            continue;
+        }
+        widen(&jobs, &mut state, &indexes, &touched, &pool, &mut errors);
+    }
+    let indexed: Vec<&Indexed> = state
+        .iter()
+        .filter_map(|s| match s {
+            FileState::Indexed(ix) => Some(&**ix),
+            _ => None,
+        })
+        .collect();
+    let mut by_crate: HashMap<PathBuf, Vec<FileIndex>> = HashMap::new();
+    for (i, fi) in indexes.iter().enumerate() {
+        if let Some(fi) = fi {
+            by_crate
+                .entry(jobs[i].crate_root.clone())
+                .or_default()
+                .push(fi.clone());
         }
     }
     let crates: HashMap<PathBuf, CrateIndex> = by_crate
@@ -110,6 +235,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
     let mut wrappers: HashMap<PathBuf, Vec<WrapperCandidate>> = HashMap::new();
     let mut packsets: HashMap<(usize, PathBuf), Arc<PackSet>> = HashMap::new();
     let mut slots: Vec<Option<FileOutput>> = (0..indexed.len()).map(|_| None).collect();
+    let mut stats = Stats::default();
     let mut todo: Vec<usize> = (0..indexed.len()).collect();
     for _round in 0..MAX_WRAPPER_ROUNDS {
         let packs_for = |job: &Job| -> Arc<PackSet> {
@@ -118,10 +244,11 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
                 .cloned()
                 .unwrap_or_else(|| job.config.packs.clone())
         };
+        stats.analysed += todo.len();
         let results: Vec<(usize, FileOutput)> = pool.install(|| {
             todo.par_iter()
                 .map(|&i| {
-                    let ix = &indexed[i];
+                    let ix = indexed[i];
                     let job = &jobs[ix.job];
                     let index = crates.get(&job.crate_root).unwrap_or(&empty);
                     (i, analyze_one(ix, job, index, &packs_for(job), settings))
@@ -148,24 +275,23 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
             break;
         }
         // Re-analyse the files of those crates that mention a new wrapper by name.
-        let names: HashMap<&PathBuf, Vec<String>> = found
+        let names: HashMap<&PathBuf, prefilter::Words> = found
             .iter()
             .map(|(root, ws)| {
                 (
                     root,
-                    ws.iter()
-                        .map(|w| w.canonical.rsplit("::").next().unwrap_or("").to_string())
-                        .collect(),
+                    prefilter::Words::new(
+                        ws.iter()
+                            .map(|w| w.canonical.rsplit("::").next().unwrap_or("").to_string()),
+                    ),
                 )
             })
             .collect();
         todo = (0..indexed.len())
             .filter(|&i| {
-                let root = &jobs[indexed[i].job].crate_root;
-                names.get(root).is_some_and(|ns| {
-                    ns.iter()
-                        .any(|n| indexed[i].source.text.contains(n.as_str()))
-                })
+                names
+                    .get(&jobs[indexed[i].job].crate_root)
+                    .is_some_and(|w| w.any_in(&indexed[i].source.text))
             })
             .collect();
         for (root, ws) in found {
@@ -185,13 +311,33 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         }
     }
     let outputs: Vec<FileOutput> = slots.into_iter().flatten().collect();
+    let failed = state
+        .iter()
+        .filter(|s| matches!(s, FileState::Failed))
+        .count();
     let mut report = Report {
-        errors,
-        files_analyzed: indexed.len(),
+        files_analyzed: jobs.len() - failed,
+        sources,
         ..Default::default()
     };
     let mut suppressed = 0;
+    let mut fresh: HashMap<String, cache::CachedFile> = HashMap::new();
     for o in outputs {
+        if cache.is_some() {
+            fresh.insert(
+                o.display.clone(),
+                cache::CachedFile {
+                    display: o.display.clone(),
+                    sites: o.sites.clone(),
+                    findings: o
+                        .findings
+                        .iter()
+                        .map(cache::CachedFinding::from_finding)
+                        .collect(),
+                    suppressed: o.suppressed,
+                },
+            );
+        }
         report.sites.extend(o.sites);
         suppressed += o.suppressed;
         if !o.findings.is_empty() {
@@ -199,13 +345,48 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         }
         report.findings.extend(o.findings);
     }
+    if let Some(cache) = &cache {
+        for (key, members) in &misses {
+            let displays: Vec<&str> = members
+                .iter()
+                .map(|&i| jobs[i].file.display.as_str())
+                .collect();
+            let entry = cache::Entry {
+                files: displays.iter().filter_map(|d| fresh.remove(*d)).collect(),
+                errors: errors
+                    .iter()
+                    .filter(|e| displays.contains(&e.path.as_str()))
+                    .cloned()
+                    .collect(),
+            };
+            cache.put(key, &entry);
+        }
+    }
+    stats.cached_crates = hits.len();
+    for entry in hits {
+        errors.extend(entry.errors);
+        for f in entry.files {
+            report.sites.extend(f.sites);
+            suppressed += f.suppressed;
+            report.findings.extend(
+                f.findings
+                    .into_iter()
+                    .filter_map(cache::CachedFinding::into_finding),
+            );
+        }
+    }
+    report.errors = errors;
     report.finish();
-    let configs = configs
+    let mut configs: Vec<PathBuf> = configs
         .loaded()
         .iter()
         .filter_map(|c| c.path.clone())
         .collect();
+    configs.sort();
+    stats.files = jobs.len();
+    stats.parsed = indexed.len();
     Ok(Outcome {
+        stats,
         report,
         suppressed,
         configs,
@@ -239,10 +420,126 @@ fn read_error(job: &Job, line: Option<usize>, message: String) -> FileError {
     }
 }
 
-fn index_one(i: usize, job: &Job) -> Result<(Indexed, FileIndex), FileError> {
+/// A file's parse and index, or why it has none.
+type Parsed = Result<(Indexed, FileIndex), FileError>;
+
+/// Where a file is in the pipeline.
+enum FileState {
+    /// Could not be read or parsed (reported).
+    Failed,
+    /// Its crate's results came from the cache.
+    Cached,
+    /// The prefilter found nothing in it that could matter.
+    Skipped,
+    /// To be parsed, with its text.
+    Wanted(String),
+    Indexed(Box<Indexed>),
+}
+
+/// Everything a crate's results depend on.
+fn crate_key(
+    root: &Path,
+    members: &[usize],
+    jobs: &[Job],
+    reads: &[Result<String, FileError>],
+    settings: &CheckSettings,
+) -> String {
+    let mut key = cache::Key::new();
+    key.part(root.to_string_lossy().as_bytes());
+    let mut rules: Vec<&str> = lints::RULES
+        .iter()
+        .map(|r| r.id)
+        .filter(|id| settings.selected(id))
+        .collect();
+    rules.sort_unstable();
+    key.part(rules.join(",").as_bytes())
+        .part(&[u8::from(settings.prefilter)]);
+    for &i in members {
+        let job = &jobs[i];
+        key.part(job.file.display.as_bytes());
+        key.part(&job.config.digest.to_le_bytes());
+        key.part(
+            job.config
+                .path
+                .as_deref()
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default()
+                .as_bytes(),
+        );
+        match &reads[i] {
+            Ok(text) => key.part(&cache::content_hash(text.as_bytes()).to_le_bytes()),
+            Err(e) => key.part(e.message.as_bytes()),
+        };
+    }
+    key.finish()
+}
+
+/// The prefilter's closure: skipped files of the crates just indexed that name one of their
+/// lock-carrying items, or define a constant they read, become wanted.
+fn widen(
+    jobs: &[Job],
+    state: &mut [FileState],
+    indexes: &[Option<FileIndex>],
+    touched: &[PathBuf],
+    pool: &rayon::ThreadPool,
+    errors: &mut Vec<FileError>,
+) {
+    let mut terms: HashMap<&PathBuf, (prefilter::Words, prefilter::Words)> = HashMap::new();
+    for root in touched {
+        if terms.contains_key(root) {
+            continue;
+        }
+        let members: Vec<usize> = (0..jobs.len())
+            .filter(|&i| &jobs[i].crate_root == root)
+            .collect();
+        let files = members.iter().filter_map(|&i| indexes[i].as_ref());
+        let packs = &jobs[members[0]].config.packs;
+        let names = prefilter::interesting_names(files, packs);
+        let mut consts = std::collections::HashSet::new();
+        for &i in &members {
+            if let FileState::Indexed(ix) = &state[i] {
+                consts.extend(prefilter::constant_like(&ix.source.text));
+            }
+        }
+        terms.insert(
+            root,
+            (
+                prefilter::Words::new(names),
+                prefilter::constant_definitions(&consts),
+            ),
+        );
+    }
+    let candidates: Vec<usize> = (0..jobs.len())
+        .filter(|&i| {
+            matches!(state[i], FileState::Skipped) && terms.contains_key(&jobs[i].crate_root)
+        })
+        .collect();
+    let reread: Vec<(usize, Result<String, FileError>)> = pool.install(|| {
+        candidates
+            .into_par_iter()
+            .map(|i| (i, read_text(&jobs[i])))
+            .collect()
+    });
+    for (i, r) in reread {
+        match r {
+            Ok(text) => {
+                let (names, consts) = &terms[&jobs[i].crate_root];
+                if names.any_in(&text) || consts.any_in(&text) {
+                    state[i] = FileState::Wanted(text);
+                }
+            }
+            Err(e) => {
+                errors.push(e);
+                state[i] = FileState::Failed;
+            }
+        }
+    }
+}
+
+fn read_text(job: &Job) -> Result<String, FileError> {
     let bytes = std::fs::read(&job.file.abs)
         .map_err(|e| read_error(job, None, format!("cannot read: {e}")))?;
-    let text = String::from_utf8(bytes).map_err(|e| {
+    String::from_utf8(bytes).map_err(|e| {
         let valid = e.utf8_error().valid_up_to();
         let prefix = String::from_utf8_lossy(&e.as_bytes()[..valid]).into_owned();
         let (line, column) = line_col(&prefix, prefix.len());
@@ -251,7 +548,10 @@ fn index_one(i: usize, job: &Job) -> Result<(Indexed, FileIndex), FileError> {
             Some(line),
             format!("not valid UTF-8: invalid byte at line {line}, column {column}"),
         )
-    })?;
+    })
+}
+
+fn index_one(i: usize, job: &Job, text: String) -> Result<(Indexed, FileIndex), FileError> {
     let module = module_path_for(&job.crate_root, &job.file.abs);
     let result = match syn::parse_file(&text) {
         Ok(ast) => {

@@ -4,10 +4,13 @@
 //! [`sites`] (matched against [`packs`]) -> [`classify`] (with [`directives`] and [`config`]) ->
 //! [`lints`] -> [`report`].
 
+pub mod cache;
 pub mod classify;
 pub mod cli;
 pub mod commands;
 pub mod config;
+#[doc(hidden)]
+pub mod corpus;
 pub mod diag;
 pub mod directives;
 pub mod discover;
@@ -15,6 +18,7 @@ pub mod engine;
 pub mod lints;
 pub mod model;
 pub mod packs;
+pub mod prefilter;
 pub mod region;
 pub mod report;
 pub mod settings;

@@ -62,6 +62,12 @@ fn run(args: Args) -> Result<u8, ToolError> {
             let mut outcome = engine::check(&settings)?;
             if settings.verbose {
                 commands::print_configs(&outcome.configs);
+
+                let s = &outcome.stats;
+                eprintln!(
+                    "lockaudit: {} files read, {} parsed, {} analyses (wrapper rounds included), {} crates from the cache",
+                    s.files, s.parsed, s.analysed, s.cached_crates
+                );
             }
             if let Some(file) = write_baseline {
                 let b = Baseline::from_report(&outcome.report);

@@ -23,6 +23,31 @@ pub struct CheckSettings {
     pub color: bool,
     pub verbose: bool,
     pub report_suppressed: bool,
+    /// Skip files that cannot hold a lock site (see `prefilter`).
+    pub prefilter: bool,
+    /// `None`: no cache.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for CheckSettings {
+    /// The defaults of `lockaudit check`, for library users and tests.
+    fn default() -> Self {
+        CheckSettings {
+            paths: vec![PathBuf::from(".")],
+            format: Format::Human,
+            output: None,
+            config: None,
+            select: None,
+            ignore: HashSet::new(),
+            fail_on: Some(Level::Warning),
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            color: false,
+            verbose: false,
+            report_suppressed: false,
+            prefilter: true,
+            cache_dir: None,
+        }
+    }
 }
 
 fn rule_ids(list: &[String], flag: &str) -> Result<HashSet<&'static str>, ToolError> {
@@ -80,6 +105,8 @@ impl CheckSettings {
             color,
             verbose: a.verbose,
             report_suppressed: a.report_suppressed,
+            prefilter: !a.no_prefilter,
+            cache_dir: (!a.no_cache).then_some(a.cache_dir),
         })
     }
 

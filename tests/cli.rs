@@ -111,7 +111,12 @@ fn bad_files_are_reported_and_the_run_goes_on() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     std::fs::write(d.join("good.rs"), UNFENCED).expect("write");
-    std::fs::write(d.join("broken.rs"), "fn main() {\n    let x = ;\n}\n").expect("write");
+    // It names a lock crate, so the prefilter parses it (see `unparsable_irrelevant_files` below).
+    std::fs::write(
+        d.join("broken.rs"),
+        "use rslock::LockManager;\nfn main() {\n    let x = ;\n}\n",
+    )
+    .expect("write");
     std::fs::write(d.join("latin1.rs"), b"// caf\xe9\nfn f() {}\n").expect("write");
     std::fs::write(d.join("empty.rs"), "").expect("write");
     std::os::unix::fs::symlink(d.join("gone.rs"), d.join("dangling.rs")).expect("symlink");
@@ -155,7 +160,7 @@ fn bad_files_are_reported_and_the_run_goes_on() {
             .unwrap_or_else(|| panic!("no error for {p}: {errors:?}"))
     };
     let broken = find("broken.rs");
-    assert_eq!(broken["line"], 2);
+    assert_eq!(broken["line"], 3);
     assert!(
         broken["message"]
             .as_str()
@@ -196,7 +201,7 @@ fn bad_files_are_reported_and_the_run_goes_on() {
     // Every format lists them.
     let human = stdout(&lockaudit(d, &["check"]));
     assert!(
-        human.contains("error: broken.rs:2: cannot parse"),
+        human.contains("error: broken.rs:3: cannot parse"),
         "{human}"
     );
     assert!(human.contains("4 files could not be analysed"), "{human}");
@@ -539,4 +544,26 @@ fn mutex_heavy_code_has_no_sites() {
         "{}",
         v["sites"]
     );
+}
+
+#[test]
+fn unparsable_irrelevant_files_are_reported_only_without_the_prefilter() {
+    // The prefilter does not parse a file that cannot hold a lock site, so its syntax errors are
+    // only reported by --no-prefilter (documented in README).
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("plain.rs"),
+        "fn main() {\n    let x = ;\n}\n",
+    )
+    .expect("write");
+    let fast = json(&lockaudit(
+        dir.path(),
+        &["check", "--format", "json", "--no-cache"],
+    ));
+    assert_eq!(fast["errors"].as_array().map(Vec::len), Some(0));
+    let full = json(&lockaudit(
+        dir.path(),
+        &["check", "--format", "json", "--no-cache", "--no-prefilter"],
+    ));
+    assert_eq!(full["errors"][0]["line"], 2);
 }

@@ -24,6 +24,8 @@ fn settings(paths: Vec<PathBuf>) -> CheckSettings {
         color: false,
         verbose: false,
         report_suppressed: false,
+        prefilter: true,
+        cache_dir: None,
     }
 }
 

@@ -21,6 +21,8 @@ fn run(path: &str) -> engine::Outcome {
         color: false,
         verbose: false,
         report_suppressed: false,
+        prefilter: true,
+        cache_dir: None,
     };
     engine::check(&settings).expect("fixture runs")
 }

@@ -96,6 +96,8 @@ pub struct Config {
     pub rules: RuleOptions,
     pub exclude: Vec<GlobMatcher>,
     pub packs: Arc<PackSet>,
+    /// A hash of the config text and the extra packs it loads, for the cache key.
+    pub digest: u64,
 }
 
 impl Config {
@@ -108,6 +110,7 @@ impl Config {
             rules: RuleOptions::default(),
             exclude: Vec::new(),
             packs: Arc::new(PackSet::new(builtin.to_vec())?),
+            digest: 0,
         })
     }
 
@@ -270,6 +273,7 @@ impl Config {
                 }
             }
         }
+        let mut digest_input = text.to_string();
         let mut packs = builtin.to_vec();
         for p in &raw.packs {
             let pack_path = base.join(p);
@@ -279,6 +283,7 @@ impl Config {
                     format!("cannot read rule pack `{}`: {e}", pack_path.display()),
                 )
             })?;
+            digest_input.push_str(&text);
             packs.push(Pack::parse(&pack_path, &text)?);
         }
         for (i, table) in raw.lock.iter().enumerate() {
@@ -337,6 +342,7 @@ impl Config {
                     .map_err(|e| err(g, format!("bad `exclude` glob `{g}`: {e}")))
             })
             .collect::<Result<_, _>>()?;
+        let digest = xxhash_rust::xxh3::xxh3_64(digest_input.as_bytes());
         Ok(Config {
             path: Some(path.to_path_buf()),
             base,
@@ -344,6 +350,7 @@ impl Config {
             classify,
             rules,
             exclude,
+            digest,
             packs: Arc::new(PackSet::new(packs)?),
         })
     }

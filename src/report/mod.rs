@@ -21,7 +21,7 @@ use crate::sites::Fencing;
 pub use fingerprint::{assign_fingerprints, normalize_line};
 
 /// One acquisition, as reported in `sites`.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct SiteRecord {
     pub path: String,
     pub line: usize,

@@ -48,7 +48,7 @@ pub enum Failure {
 }
 
 /// What stands between a stale holder and the resource.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Fencing {
     /// The library hands out no token.

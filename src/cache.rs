@@ -1,0 +1,164 @@
+//! The cache: one entry per crate, keyed by everything its results depend on (the tool's
+//! version, the configurations in force, the rule selection, and the path and content hash of
+//! every file of the crate). Results depend on the whole crate (its index, its wrappers), so a
+//! change anywhere in a crate recomputes that crate; an unchanged tree is served from here
+//! without parsing anything. Entries are plain JSON files under the cache directory.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use xxhash_rust::xxh3::Xxh3;
+
+use crate::diag::FileError;
+use crate::lints::{self, Level};
+use crate::report::{Finding, SiteRecord};
+
+/// A file's results as stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CachedFile {
+    pub display: String,
+    pub sites: Vec<SiteRecord>,
+    pub findings: Vec<CachedFinding>,
+    pub suppressed: usize,
+}
+
+/// A finding with the fields reports do not print but fingerprints and SARIF need.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CachedFinding {
+    pub rule: String,
+    pub severity: Level,
+    pub path: String,
+    pub line: usize,
+    pub column: usize,
+    pub end_line: usize,
+    pub end_column: usize,
+    pub message: String,
+    pub help: String,
+    pub suppressed: bool,
+    pub suppression_reason: Option<String>,
+    pub line_text: String,
+    pub context: String,
+    pub utf16: (usize, usize),
+}
+
+impl CachedFinding {
+    pub fn from_finding(f: &Finding) -> CachedFinding {
+        CachedFinding {
+            rule: f.rule.to_string(),
+            severity: f.severity,
+            path: f.path.clone(),
+            line: f.line,
+            column: f.column,
+            end_line: f.end_line,
+            end_column: f.end_column,
+            message: f.message.clone(),
+            help: f.help.clone(),
+            suppressed: f.suppressed,
+            suppression_reason: f.suppression_reason.clone(),
+            line_text: f.line_text.clone(),
+            context: f.context.clone(),
+            utf16: f.utf16,
+        }
+    }
+
+    /// `None` when the rule no longer exists (a stale entry from another version is never read,
+    /// the version is in the key; this is belt and braces).
+    pub fn into_finding(self) -> Option<Finding> {
+        let rule = lints::by_id(&self.rule)?.id;
+        Some(Finding {
+            rule,
+            severity: self.severity,
+            path: self.path,
+            line: self.line,
+            column: self.column,
+            end_line: self.end_line,
+            end_column: self.end_column,
+            message: self.message,
+            help: self.help,
+            fingerprint: String::new(),
+            suppressed: self.suppressed,
+            suppression_reason: self.suppression_reason,
+            line_text: self.line_text,
+            context: self.context,
+            utf16: self.utf16,
+        })
+    }
+}
+
+/// One crate's results.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Entry {
+    pub files: Vec<CachedFile>,
+    pub errors: Vec<FileError>,
+}
+
+/// Builds a cache key from its parts, in order.
+pub struct Key(Xxh3);
+
+impl Key {
+    pub fn new() -> Key {
+        let mut h = Xxh3::new();
+        h.update(env!("CARGO_PKG_VERSION").as_bytes());
+        h.update(b"\0lockaudit-cache-v1\0");
+        Key(h)
+    }
+
+    pub fn part(&mut self, bytes: &[u8]) -> &mut Key {
+        self.0.update(&(bytes.len() as u64).to_le_bytes());
+        self.0.update(bytes);
+        self
+    }
+
+    pub fn finish(&self) -> String {
+        format!("{:032x}", self.0.digest128())
+    }
+}
+
+impl Default for Key {
+    fn default() -> Self {
+        Key::new()
+    }
+}
+
+pub fn content_hash(bytes: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(bytes)
+}
+
+pub struct Cache {
+    dir: PathBuf,
+}
+
+impl Cache {
+    /// Opens (creating) the cache directory; `None` when it cannot be used, which only costs speed.
+    pub fn open(dir: &Path) -> Option<Cache> {
+        let dir = dir.join(format!("v{}", env!("CARGO_PKG_VERSION")));
+        std::fs::create_dir_all(&dir).ok()?;
+        // Keep the cache out of version control, as ruff does.
+        let ignore = dir.parent().unwrap_or(&dir).join(".gitignore");
+        if !ignore.exists() {
+            let _ = std::fs::write(ignore, "# Automatically created by lockaudit.\n*\n");
+        }
+        Some(Cache { dir })
+    }
+
+    fn path(&self, key: &str) -> PathBuf {
+        self.dir.join(format!("{key}.json"))
+    }
+
+    pub fn get(&self, key: &str) -> Option<Entry> {
+        let bytes = std::fs::read(self.path(key)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Best effort: a cache that cannot be written is a slower next run, not an error. Written
+    /// to a temporary file and renamed, so that a concurrent run never reads half an entry.
+    pub fn put(&self, key: &str, entry: &Entry) {
+        let Ok(bytes) = serde_json::to_vec(entry) else {
+            return;
+        };
+        let tmp = self.dir.join(format!("{key}.{}.tmp", std::process::id()));
+        if std::fs::write(&tmp, bytes).is_ok() {
+            let _ = std::fs::rename(&tmp, self.path(key));
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! The prefilter and the cache are shortcuts: they must never change a site or a finding.
+
+use std::path::{Path, PathBuf};
+
+use lockaudit::engine;
+use lockaudit::settings::CheckSettings;
+
+fn results(paths: &[PathBuf], prefilter: bool, cache: Option<&Path>) -> (String, engine::Stats) {
+    let settings = CheckSettings {
+        paths: paths.to_vec(),
+        threads: 2,
+        prefilter,
+        cache_dir: cache.map(Path::to_path_buf),
+        ..Default::default()
+    };
+    let o = engine::check(&settings).expect("runs");
+    let sites = serde_json::to_string(&o.report.sites).expect("json");
+    let findings = serde_json::to_string(&o.report.findings).expect("json");
+    (format!("{sites}\n{findings}"), o.stats)
+}
+
+#[test]
+fn prefilter_agrees_with_parsing_everything_on_the_fixtures() {
+    let p = [PathBuf::from("fixtures")];
+    let (fast, _) = results(&p, true, None);
+    let (full, _) = results(&p, false, None);
+    assert_eq!(fast, full);
+}
+
+#[test]
+fn prefilter_agrees_on_a_generated_corpus_and_skips_most_of_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    lockaudit::corpus::generate(dir.path(), 6, 40, 7).expect("corpus");
+    let p = [dir.path().to_path_buf()];
+    let (fast, stats) = results(&p, true, None);
+    let (full, _) = results(&p, false, None);
+    assert_eq!(fast, full);
+    assert!(
+        fast.contains("via"),
+        "wrapper uses in files that never name the lock crate are found"
+    );
+    assert!(
+        stats.parsed * 2 < stats.files,
+        "most plain files are not parsed: {stats:?}"
+    );
+}
+
+#[test]
+fn cache_never_answers_differently_from_a_cold_run() {
+    let corpus = tempfile::tempdir().expect("tempdir");
+    lockaudit::corpus::generate(corpus.path(), 3, 12, 11).expect("corpus");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let p = [corpus.path().to_path_buf()];
+    let (cold, _) = results(&p, true, None);
+    let (first, s1) = results(&p, true, Some(cache.path()));
+    let (warm, s2) = results(&p, true, Some(cache.path()));
+    assert_eq!(first, cold);
+    assert_eq!(warm, cold);
+    assert_eq!(s1.cached_crates, 0);
+    assert_eq!(s2.cached_crates, 3);
+    assert_eq!(s2.parsed, 0, "a warm run parses nothing");
+    // A change in one crate recomputes that crate, and only it, with the same answer as cold.
+    let state = corpus.path().join("crate1/src/state.rs");
+    let text = std::fs::read_to_string(&state)
+        .expect("read")
+        .replace("90_000", "30_000");
+    std::fs::write(&state, text).expect("write");
+    let (cold, _) = results(&p, true, None);
+    let (warm, s3) = results(&p, true, Some(cache.path()));
+    assert_eq!(warm, cold);
+    assert_eq!(s3.cached_crates, 2);
+    // A config change is part of the key too.
+    std::fs::write(
+        corpus.path().join("lockaudit.toml"),
+        "[rules.long-deadline]\nlevel = \"off\"\n",
+    )
+    .expect("write");
+    let (cold, _) = results(&p, true, None);
+    let (warm, s4) = results(&p, true, Some(cache.path()));
+    assert_eq!(warm, cold);
+    assert_eq!(s4.cached_crates, 0);
+    assert!(!warm.contains("long-deadline"));
+}
