@@ -18,7 +18,7 @@ use crate::model::{CrateIndex, FileIndex, Imports, module_path_for};
 use crate::packs;
 use crate::packs::{CallDef, PackSet};
 use crate::prefilter;
-use crate::report::{Finding, Report, SiteRecord};
+use crate::report::{Finding, Renewal, Report, SiteRecord};
 use crate::settings::CheckSettings;
 use crate::sites::{self, FileCx, WrapperCandidate};
 use crate::source::{SourceFile, Span};
@@ -724,6 +724,16 @@ fn analyze_one(
             function: c.site.function.as_ref().map(|f| f.path.clone()),
             key: c.site.key.clone(),
             via: c.site.via.clone(),
+            release: c.site.release,
+            consensus: c.site.consensus,
+            renewal: if c.site.region.keeper {
+                Renewal::Keeper
+            } else if c.site.region.renewed {
+                Renewal::Renewed
+            } else {
+                Renewal::None
+            },
+            wrapped: c.site.wrapped,
         })
         .collect();
     FileOutput {

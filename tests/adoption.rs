@@ -157,7 +157,7 @@ fn inventory_markdown_and_csv_have_a_row_per_site() {
         .count();
     assert_eq!(md_rows, sites, "{md}");
     assert!(
-        md.contains("| `fixtures/libs/rslock.rs:25` | `fixtures::libs::rslock::charge_once` | rslock | - | - | correctness | function | - | 5s | none | explicit | no | redis | non-consensus-correctness-lock unfenced-correctness-lock |"),
+        md.contains("| `fixtures/libs/rslock.rs:25` | `fixtures::libs::rslock::charge_once` | rslock | - | - | correctness | function | - | 5s | none | none | explicit | no | redis | non-consensus-correctness-lock unfenced-correctness-lock |"),
         "{md}"
     );
     assert!(md.contains("## Summary"), "{md}");

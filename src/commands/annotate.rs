@@ -57,17 +57,9 @@ pub fn run(a: AnnotateArgs) -> Result<Outcome, ToolError> {
     let cwd = std::env::current_dir()
         .map_err(|e| ToolError::Usage(format!("cannot read the current directory: {e}")))?;
     // The primitive inside a wrapper is judged at the wrapper's call sites: not annotated.
-    let wrappers: std::collections::HashSet<&str> = outcome
-        .report
-        .sites
-        .iter()
-        .filter_map(|s| s.via.as_deref())
-        .map(|v| v.trim_start_matches("crate::"))
-        .collect();
     let mut by_file: BTreeMap<&str, Vec<&SiteRecord>> = BTreeMap::new();
     for s in &outcome.report.sites {
-        let in_wrapper = s.function.as_deref().is_some_and(|f| wrappers.contains(f));
-        if s.purpose == Purpose::Unclassified && !in_wrapper {
+        if s.purpose == Purpose::Unclassified && !s.wrapped {
             by_file.entry(s.path.as_str()).or_default().push(s);
         }
     }
@@ -341,6 +333,10 @@ mod tests {
             function: Some("run".into()),
             key: Some("k".into()),
             via: None,
+            release: crate::packs::ReleaseStyle::Explicit,
+            consensus: false,
+            renewal: crate::report::Renewal::None,
+            wrapped: false,
         };
         let text = "fn run() {\n    let l = m.lock();\n}\n";
         let mut out = Vec::new();

@@ -1,8 +1,8 @@
 //! `lockaudit inventory`: one row per lock site, with what the analysis knows about it and the
 //! findings at it, then counts. The starting point for classifying an existing codebase.
 //!
-//! Release style, consensus and backend are the site's rule pack's (`[pack]`); a call-level
-//! override in a pack is not reflected, because `SiteRecord` does not carry the site's own.
+//! Release style, consensus and renewal are the site's own (call-level pack overrides included);
+//! the backend is its rule pack's (`[pack] backend`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -13,7 +13,7 @@ use crate::classify::Purpose;
 use crate::cli::InventoryFormat;
 use crate::config::Configs;
 use crate::diag::{FileError, ToolError};
-use crate::packs::{self, PackMeta, ReleaseStyle};
+use crate::packs::{self, PackMeta};
 use crate::report::{Report, SiteRecord};
 use crate::sites::Fencing;
 
@@ -22,8 +22,6 @@ pub struct Row<'r> {
     #[serde(flatten)]
     pub site: &'r SiteRecord,
     pub backend: Option<String>,
-    pub release: Option<ReleaseStyle>,
-    pub consensus: Option<bool>,
     /// Rules of the unsuppressed findings on the site's line.
     pub findings: Vec<&'static str>,
 }
@@ -85,8 +83,6 @@ pub fn rows<'r>(
         out.push(Row {
             site: s,
             backend: meta.map(|m| m.backend.clone()).filter(|b| !b.is_empty()),
-            release: meta.map(|m| m.release),
-            consensus: meta.map(|m| m.consensus),
             findings,
         });
     }
@@ -140,7 +136,7 @@ pub fn render(
     }
 }
 
-const HEADER: [&str; 14] = [
+const HEADER: [&str; 15] = [
     "location",
     "function",
     "library",
@@ -151,13 +147,14 @@ const HEADER: [&str; 14] = [
     "fenced by",
     "ttl",
     "fencing",
+    "renewal",
     "release",
     "consensus",
     "backend",
     "findings",
 ];
 
-fn cells(r: &Row) -> [String; 14] {
+fn cells(r: &Row) -> [String; 15] {
     let s = r.site;
     [
         format!("{}:{}", s.path, s.line),
@@ -170,10 +167,9 @@ fn cells(r: &Row) -> [String; 14] {
         s.fenced_by.clone().unwrap_or_default(),
         s.ttl_ms.map(ttl).unwrap_or_default(),
         enum_str(&s.fencing),
-        r.release.map(|x| enum_str(&x)).unwrap_or_default(),
-        r.consensus
-            .map(|c| if c { "yes" } else { "no" }.to_string())
-            .unwrap_or_default(),
+        enum_str(&s.renewal),
+        enum_str(&s.release),
+        if s.consensus { "yes" } else { "no" }.to_string(),
         r.backend.clone().unwrap_or_default(),
         r.findings.join(" "),
     ]

@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::classify::{Purpose, PurposeSource};
 use crate::diag::FileError;
 use crate::lints::Level;
-use crate::packs::CallKind;
+use crate::packs::{CallKind, ReleaseStyle};
 use crate::sites::Fencing;
 
 pub use fingerprint::{assign_fingerprints, normalize_line};
@@ -40,6 +40,25 @@ pub struct SiteRecord {
     /// For a call to a lock wrapper: the wrapper's path.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+    /// How the lock is released (`explicit`, `guard`, `session`, `lease`).
+    pub release: ReleaseStyle,
+    /// Does the lock's store replicate through consensus?
+    pub consensus: bool,
+    pub renewal: Renewal,
+    /// The primitive inside a wrapper (judged at the wrapper's call sites).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wrapped: bool,
+}
+
+/// How a lock is kept alive while held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Renewal {
+    None,
+    /// A renewal of this lock in its region.
+    Renewed,
+    /// A keeper, a lease keep-alive or an acquisition that renews itself.
+    Keeper,
 }
 
 /// One finding.
