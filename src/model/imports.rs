@@ -251,12 +251,8 @@ pub fn module_path_for(crate_root: &Path, file: &Path) -> String {
     let stem = last.strip_suffix(".rs").unwrap_or(&last).to_string();
     if parts.first().is_some_and(|p| p == "src") {
         parts.remove(0);
+        // Each binary in src/bin is its own crate root.
         if parts.first().is_some_and(|p| p == "bin") {
-            // Each binary is its own crate root.
-            parts.clear();
-            if stem == "main" {
-                return "crate".into();
-            }
             return "crate".into();
         }
         if parts.is_empty() && (stem == "lib" || stem == "main") {

@@ -429,6 +429,14 @@ fn binds(p: &Pat, name: &str) -> bool {
     mentions(p, name)
 }
 
+/// Does the statement read `name`? A `let` that only binds the same name again does not.
+fn reads(stmt: &Stmt, name: &str) -> bool {
+    match stmt {
+        Stmt::Local(l) => l.init.as_ref().is_some_and(|i| mentions(&*i.expr, name)),
+        other => mentions(other, name),
+    }
+}
+
 /// Follows a bound name through the statements after its binding to its first real use.
 fn follow(name: &str, state: State, stmts: &[Stmt], depth: usize) -> Failure {
     let work_before = |i: usize| {
@@ -438,10 +446,7 @@ fn follow(name: &str, state: State, stmts: &[Stmt], depth: usize) -> Failure {
     };
     for (i, stmt) in stmts.iter().enumerate() {
         let rest = &stmts[i + 1..];
-        if mentions(stmt, name)
-            && work_before(i)
-            && !matches!(stmt, Stmt::Local(l) if !l.init.as_ref().is_some_and(|x| mentions(&*x.expr, name)))
-        {
+        if reads(stmt, name) && work_before(i) {
             return Failure::Ignored {
                 reason: "the work after it runs before its result is checked".into(),
             };
