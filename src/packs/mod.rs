@@ -459,8 +459,7 @@ impl PackSet {
         let mut set = PackSet::default();
         let mut seen = HashMap::new();
         for (pi, pack) in packs.iter().enumerate() {
-            if let Some(prev) = seen.insert(pack.pack.name.clone(), pi) {
-                let _ = prev;
+            if seen.insert(pack.pack.name.clone(), pi).is_some() {
                 return Err(ToolError::Usage(format!(
                     "two rule packs are named `{}`; pack names must be unique",
                     pack.pack.name
