@@ -42,3 +42,16 @@ pub(crate) fn check_resource(resource: &str) -> Result<(), FenceError> {
         Ok(())
     }
 }
+
+/// A store error met by a fence: `Unavailable` when the store could not be reached, so that an
+/// outage is never mistaken for an admit or a rejection.
+#[cfg(any(feature = "postgres", feature = "redis"))]
+pub(crate) fn backend_error(backend: &'static str, e: crate::LockError) -> FenceError {
+    match e {
+        crate::LockError::Unavailable { source, .. } => FenceError::Unavailable { backend, source },
+        other => FenceError::Backend {
+            backend,
+            message: other.to_string(),
+        },
+    }
+}

@@ -64,16 +64,7 @@ fn admit_sql(t: &str) -> String {
 }
 
 fn to_fence_error(e: LockError) -> FenceError {
-    match e {
-        LockError::Unavailable { source, .. } => FenceError::Unavailable {
-            backend: NAME,
-            source,
-        },
-        other => FenceError::Backend {
-            backend: NAME,
-            message: other.to_string(),
-        },
-    }
+    super::backend_error(NAME, e)
 }
 
 impl PostgresFence {

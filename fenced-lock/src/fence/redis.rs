@@ -61,16 +61,7 @@ impl std::fmt::Debug for RedisFence {
 }
 
 fn to_fence_error(e: LockError) -> FenceError {
-    match e {
-        LockError::Unavailable { source, .. } => FenceError::Unavailable {
-            backend: NAME,
-            source,
-        },
-        other => FenceError::Backend {
-            backend: NAME,
-            message: other.to_string(),
-        },
-    }
+    super::backend_error(NAME, e)
 }
 
 /// Script reply: integer 0 = admitted, bulk string = current token.
