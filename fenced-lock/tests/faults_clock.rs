@@ -7,6 +7,8 @@
 //! Expiry on the servers is judged on the server's own clock (PostgreSQL
 //! `now()`, Redis `PX`, etcd lease TTL), never by comparing client timestamps.
 
+#![cfg(feature = "memory")]
+
 #[path = "support/faults.rs"]
 mod faults;
 

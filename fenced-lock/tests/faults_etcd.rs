@@ -1,7 +1,7 @@
 //! Fault injection on etcd: randomized schedules on a single node, and the
 //! leader of a 3-member cluster killed (SIGKILL by PID) while leases are held.
 //! Every server is started by the test on free loopback ports.
-#![cfg(feature = "etcd")]
+#![cfg(all(feature = "etcd", feature = "memory"))]
 
 #[path = "support/etcd_cluster.rs"]
 mod etcd_cluster;
