@@ -149,6 +149,22 @@ impl Lease {
             token: self.token,
         }
     }
+
+    /// The outcome of an owner-checked renewal sent at `sent_at`: a new expiry when the backend
+    /// confirmed the lease is still ours, `LockLost` otherwise.
+    #[cfg_attr(not(any(feature = "postgres", feature = "redis")), allow(dead_code))]
+    pub(crate) fn confirm_renewal(
+        &mut self,
+        sent_at: Instant,
+        still_ours: bool,
+    ) -> Result<(), LockError> {
+        if !still_ours {
+            return Err(self.lost());
+        }
+        let ttl = self.ttl;
+        self.renewed(sent_at, ttl);
+        Ok(())
+    }
 }
 
 /// Checks a key and TTL the same way for every backend.

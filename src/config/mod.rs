@@ -132,15 +132,7 @@ impl Config {
                 message,
             }
         };
-        let raw: RawConfig = toml::from_str(text).map_err(|e| {
-            let (line, column, message) = toml_error_at(text, &e);
-            ToolError::Config {
-                path: path.to_path_buf(),
-                line,
-                column,
-                message,
-            }
-        })?;
+        let raw: RawConfig = parse_toml(path, text)?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let default_purpose = match raw.default_purpose.as_deref() {
             None | Some("unclassified") => DefaultPurpose::Unclassified,
@@ -366,15 +358,7 @@ impl Config {
         if !text.contains("lockaudit") {
             return Ok(None);
         }
-        let doc: toml::Table = toml::from_str(&text).map_err(|e| {
-            let (line, column, message) = toml_error_at(&text, &e);
-            ToolError::Config {
-                path: path.to_path_buf(),
-                line,
-                column,
-                message,
-            }
-        })?;
+        let doc: toml::Table = parse_toml(path, &text)?;
         let section = |top: &'static str| {
             doc.get(top)
                 .and_then(|t| t.get("metadata"))
@@ -419,6 +403,19 @@ impl Config {
         let rel = self.relative(file);
         self.exclude.iter().any(|g| g.is_match(&rel))
     }
+}
+
+/// Deserialises a config text; a TOML error names the file, line and column.
+fn parse_toml<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<T, ToolError> {
+    toml::from_str(text).map_err(|e| {
+        let (line, column, message) = toml_error_at(text, &e);
+        ToolError::Config {
+            path: path.to_path_buf(),
+            line,
+            column,
+            message,
+        }
+    })
 }
 
 fn nth_table_line(text: &str, header: &str, n: usize) -> usize {

@@ -388,13 +388,7 @@ impl LockBackend for PostgresBackend {
             })
             .await,
         )?;
-        if n == 1 {
-            let ttl = lease.ttl();
-            lease.renewed(sent, ttl);
-            Ok(())
-        } else {
-            Err(lease.lost())
-        }
+        lease.confirm_renewal(sent, n == 1)
     }
 
     async fn release(&self, lease: Lease) -> Result<bool, LockError> {

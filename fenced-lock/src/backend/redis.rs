@@ -256,13 +256,7 @@ impl LockBackend for RedisBackend {
             .invoke_async(&mut conn)
             .await
             .map_err(|e| redis_error("renew", e))?;
-        if n == 1 {
-            let ttl = lease.ttl();
-            lease.renewed(sent, ttl);
-            Ok(())
-        } else {
-            Err(lease.lost())
-        }
+        lease.confirm_renewal(sent, n == 1)
     }
 
     async fn release(&self, lease: Lease) -> Result<bool, LockError> {
