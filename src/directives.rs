@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::lex;
+pub use crate::lex::CommentStyle;
 use crate::source::{SourceFile, Span};
 
 /// What a directive says.
@@ -28,16 +30,6 @@ pub enum DirectiveKind {
 pub enum DeclaredPurpose {
     Efficiency,
     Correctness,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CommentStyle {
-    /// `//` or `/* */`
-    Plain,
-    /// `///` or `/** */`
-    OuterDoc,
-    /// `//!` or `/*! */`
-    InnerDoc,
 }
 
 #[derive(Debug, Clone)]
@@ -139,208 +131,46 @@ struct Comment {
     style: CommentStyle,
 }
 
+/// The file's comments, and the lines that hold code (string lines included), from the lexer.
 fn lex_comments(text: &str, code_lines: &mut std::collections::BTreeSet<usize>) -> Vec<Comment> {
     let b = text.as_bytes();
     let mut out = Vec::new();
-    let mut i = 0;
     let mut line = 1;
-    while i < b.len() {
-        let c = b[i];
-        match c {
-            b'\n' => {
-                line += 1;
-                i += 1;
-            }
-            b' ' | b'\t' | b'\r' => i += 1,
-            b'/' if b.get(i + 1) == Some(&b'/') => {
-                let end = text[i..].find('\n').map_or(b.len(), |e| i + e);
-                let (style, skip) =
-                    if text[i..].starts_with("///") && !text[i..].starts_with("////") {
-                        (CommentStyle::OuterDoc, 3)
-                    } else if text[i..].starts_with("//!") {
-                        (CommentStyle::InnerDoc, 3)
-                    } else {
-                        (CommentStyle::Plain, 2)
-                    };
-                out.push(Comment {
-                    start_line: line,
-                    end_line: line,
-                    body_start: i + skip,
-                    body: text[i + skip..end].to_string(),
-                    style,
-                });
-                i = end;
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                let start_line = line;
-                let style = if text[i..].starts_with("/**") && !text[i..].starts_with("/**/") {
-                    CommentStyle::OuterDoc
-                } else if text[i..].starts_with("/*!") {
-                    CommentStyle::InnerDoc
-                } else {
-                    CommentStyle::Plain
-                };
-                let body_start = i + if style == CommentStyle::Plain { 2 } else { 3 };
-                let mut depth = 1;
-                i += 2;
-                while i < b.len() && depth > 0 {
-                    if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
-                        depth += 1;
-                        i += 2;
-                    } else if b[i] == b'*' && b.get(i + 1) == Some(&b'/') {
-                        depth -= 1;
-                        i += 2;
-                    } else {
-                        if b[i] == b'\n' {
-                            line += 1;
-                        }
-                        i += 1;
-                    }
+    let mut at = 0;
+    for r in lex::regions(text) {
+        for &c in &b[at..r.range.start] {
+            match c {
+                b'\n' => line += 1,
+                b' ' | b'\t' | b'\r' => {}
+                _ => {
+                    code_lines.insert(line);
                 }
-                let body_end = if depth == 0 { i - 2 } else { i };
-                out.push(Comment {
-                    start_line,
-                    end_line: line,
-                    body_start,
-                    body: text[body_start..body_end.max(body_start)].to_string(),
-                    style,
-                });
             }
-            b'"' => {
-                code_lines.insert(line);
-                i = skip_string(b, i + 1, &mut line, code_lines);
-            }
-            b'r' | b'b' | b'c' if is_raw_string_start(b, i) => {
-                code_lines.insert(line);
-                i = skip_raw_string(b, i, &mut line, code_lines);
-            }
-            b'\'' => {
-                code_lines.insert(line);
-                i = skip_char_or_lifetime(b, i);
-            }
+        }
+        let start_line = line;
+        line += memchr::memchr_iter(b'\n', &b[r.range.clone()]).count();
+        match r.kind {
+            lex::Kind::Literal => code_lines.extend(start_line..=line),
+            lex::Kind::Comment(style) => out.push(Comment {
+                start_line,
+                end_line: line,
+                body_start: r.body.start,
+                body: text[r.body].to_string(),
+                style,
+            }),
+        }
+        at = r.range.end;
+    }
+    for &c in &b[at..] {
+        match c {
+            b'\n' => line += 1,
+            b' ' | b'\t' | b'\r' => {}
             _ => {
                 code_lines.insert(line);
-                // Identifiers are skipped whole so that `br` inside `abr"` is not a raw string prefix.
-                if c.is_ascii_alphanumeric() || c == b'_' {
-                    let start = i;
-                    while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-                        i += 1;
-                    }
-                    // `b"…"` / `c"…"`: the prefix is an identifier-like token followed by a quote.
-                    if i - start <= 2
-                        && b.get(i) == Some(&b'"')
-                        && matches!(&b[start..i], b"b" | b"c")
-                    {
-                        i = skip_string(b, i + 1, &mut line, code_lines);
-                    } else if i - start == 1 && b[start] == b'b' && b.get(i) == Some(&b'\'') {
-                        i = skip_char_or_lifetime(b, i);
-                    }
-                } else {
-                    i += c.max(1).leading_ones().max(1) as usize; // skip one UTF-8 character
-                }
             }
         }
     }
     out
-}
-
-fn skip_string(
-    b: &[u8],
-    mut i: usize,
-    line: &mut usize,
-    code_lines: &mut std::collections::BTreeSet<usize>,
-) -> usize {
-    while i < b.len() {
-        match b[i] {
-            b'\\' => i += 2,
-            b'"' => return i + 1,
-            b'\n' => {
-                *line += 1;
-                code_lines.insert(*line);
-                i += 1;
-            }
-            _ => i += 1,
-        }
-    }
-    i
-}
-
-fn is_raw_string_start(b: &[u8], i: usize) -> bool {
-    if i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_') {
-        return false;
-    }
-    let mut j = i;
-    if b[j] == b'b' || b[j] == b'c' {
-        j += 1;
-    }
-    if b.get(j) != Some(&b'r') {
-        return false;
-    }
-    j += 1;
-    while b.get(j) == Some(&b'#') {
-        j += 1;
-    }
-    b.get(j) == Some(&b'"')
-}
-
-fn skip_raw_string(
-    b: &[u8],
-    mut i: usize,
-    line: &mut usize,
-    code_lines: &mut std::collections::BTreeSet<usize>,
-) -> usize {
-    while b[i] != b'r' {
-        i += 1;
-    }
-    i += 1;
-    let mut hashes = 0;
-    while b.get(i) == Some(&b'#') {
-        hashes += 1;
-        i += 1;
-    }
-    i += 1; // opening quote
-    while i < b.len() {
-        if b[i] == b'\n' {
-            *line += 1;
-            code_lines.insert(*line);
-        } else if b[i] == b'"'
-            && b[i + 1..]
-                .iter()
-                .take(hashes)
-                .filter(|&&h| h == b'#')
-                .count()
-                == hashes
-        {
-            return i + 1 + hashes;
-        }
-        i += 1;
-    }
-    i
-}
-
-/// `'a'`, `'\n'`, `'\u{1F600}'` are characters; `'a` is a lifetime or label.
-fn skip_char_or_lifetime(b: &[u8], i: usize) -> usize {
-    let rest = &b[i + 1..];
-    if rest.first() == Some(&b'\\') {
-        // Escaped character: find the closing quote.
-        return rest
-            .iter()
-            .skip(1)
-            .position(|&c| c == b'\'')
-            .map_or(b.len(), |p| i + 1 + 1 + p + 1);
-    }
-    // One (possibly multi-byte) character followed by a quote.
-    let width = rest.first().map_or(1, |&c| {
-        if c < 0x80 {
-            1
-        } else {
-            c.leading_ones() as usize
-        }
-    });
-    if rest.get(width) == Some(&b'\'') {
-        return i + 1 + width + 1;
-    }
-    i + 1
 }
 
 const PREFIX: &str = "lockaudit:";

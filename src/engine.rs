@@ -1,7 +1,7 @@
 //! The work: discover -> parse and index (parallel) -> crate indexes -> analyse (parallel) ->
 //! sorted report. Each phase's workers own their state; results are merged and sorted at the end.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -32,6 +32,21 @@ struct Job {
     crate_root: PathBuf,
 }
 
+/// What reading a crate gave.
+enum CrateRead {
+    /// Served by the cache; with the texts of the files whose findings are shown.
+    Hit {
+        entry: cache::Entry,
+        sources: Vec<(String, Arc<str>)>,
+    },
+    /// To analyse: per member, its text when the prefilter wants it parsed. The key is where its
+    /// results will be cached.
+    Miss {
+        key: Option<String>,
+        files: Vec<Result<Option<String>, FileError>>,
+    },
+}
+
 struct Indexed {
     job: usize,
     source: SourceFile,
@@ -56,15 +71,40 @@ pub struct Stats {
     pub analysed: usize,
     /// Crates whose results came from the cache.
     pub cached_crates: usize,
+    /// Wall-clock time of each stage, in order.
+    pub stages: Vec<(&'static str, std::time::Duration)>,
+}
+
+/// Records how long each stage took, for `--verbose`.
+struct Clock {
+    last: std::time::Instant,
+    stages: Vec<(&'static str, std::time::Duration)>,
+}
+
+impl Clock {
+    fn start() -> Clock {
+        Clock {
+            last: std::time::Instant::now(),
+            stages: Vec::new(),
+        }
+    }
+
+    fn lap(&mut self, stage: &'static str) {
+        let now = std::time::Instant::now();
+        self.stages.push((stage, now - self.last));
+        self.last = now;
+    }
 }
 
 pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
     let cwd = std::env::current_dir()
         .map_err(|e| ToolError::Usage(format!("cannot read the current directory: {e}")))?;
+    let mut clock = Clock::start();
     let builtin = packs::builtin()?;
     let found = discover::discover(&settings.paths, &cwd, settings.threads)?;
+    clock.lap("discover");
     let mut configs = Configs::new(builtin, settings.config.as_deref())?;
-    let mut roots: HashMap<PathBuf, PathBuf> = HashMap::new();
+    let mut roots: HashMap<PathBuf, Option<PathBuf>> = HashMap::new();
     let mut jobs = Vec::new();
     for file in found.files {
         let dir = file.abs.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -72,33 +112,31 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         if config.excludes(&file.abs) {
             continue;
         }
-        let crate_root = roots
-            .entry(dir.clone())
-            .or_insert_with(|| {
-                dir.ancestors()
-                    .find(|d| d.join("Cargo.toml").is_file())
-                    .unwrap_or(&dir)
-                    .to_path_buf()
-            })
-            .clone();
+        let crate_root = crate_root(&dir, &mut roots);
         jobs.push(Job {
             file,
             config,
             crate_root,
         });
     }
+    clock.lap("configs");
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(settings.threads)
         .stack_size(WORKER_STACK)
         .build()
         .map_err(|e| ToolError::Usage(format!("cannot start worker threads: {e}")))?;
 
-    // Read every file; the prefilter decides from the text which ones to parse.
-    let reads: Vec<Result<String, FileError>> =
-        pool.install(|| jobs.par_iter().map(read_text).collect());
-    let mut errors = found.errors;
-
-    // The cache: crates whose files, configs and version are unchanged are served from it.
+    // Per crate, in parallel: read and hash its files, then ask the cache. A hit serves the crate
+    // and its texts are dropped; on a miss the prefilter keeps the texts of the files that can
+    // matter and drops the rest (the closure below re-reads the few it wants). So every file is
+    // read once, crates the cache serves are not scanned, and memory follows the relevant files,
+    // not the corpus.
+    let triggers = prefilter::Words::classed(
+        configs
+            .loaded()
+            .iter()
+            .flat_map(|c| prefilter::pack_triggers(&c.packs)),
+    );
     let cache = settings.cache_dir.as_deref().and_then(Cache::open);
     let mut crate_jobs: BTreeMap<&Path, Vec<usize>> = BTreeMap::new();
     for (i, job) in jobs.iter().enumerate() {
@@ -107,65 +145,79 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
             .or_default()
             .push(i);
     }
-    let mut hits: Vec<cache::Entry> = Vec::new();
-    let mut misses: Vec<(String, Vec<usize>)> = Vec::new();
-    let mut from_cache = vec![false; jobs.len()];
-    if let Some(cache) = &cache {
-        for (root, members) in &crate_jobs {
-            let key = crate_key(root, members, &jobs, &reads, settings);
-            match cache.get(&key) {
-                Some(entry) => {
-                    members.iter().for_each(|&i| from_cache[i] = true);
-                    hits.push(entry);
-                }
-                None => misses.push((key, members.clone())),
-            }
-        }
-    }
-    let by_display: HashMap<&str, usize> = jobs
-        .iter()
-        .enumerate()
-        .map(|(i, j)| (j.file.display.as_str(), i))
-        .collect();
-    let mut sources: BTreeMap<String, Arc<str>> = BTreeMap::new();
-    for entry in &hits {
-        for f in entry.files.iter().filter(|f| !f.findings.is_empty()) {
-            if let Some(&i) = by_display.get(f.display.as_str())
-                && let Ok(text) = &reads[i]
-            {
-                sources.insert(f.display.clone(), Arc::from(text.as_str()));
-            }
-        }
-    }
-
-    let triggers = prefilter::Words::new(
-        configs
-            .loaded()
-            .iter()
-            .flat_map(|c| prefilter::pack_triggers(&c.packs)),
-    );
-    let relevant: Vec<bool> = pool.install(|| {
-        reads
+    let crate_jobs: Vec<(&Path, Vec<usize>)> = crate_jobs.into_iter().collect();
+    let read_crates: Vec<CrateRead> = pool.install(|| {
+        crate_jobs
             .par_iter()
-            .enumerate()
-            .map(|(i, r)| {
-                !from_cache[i]
-                    && r.as_ref()
-                        .is_ok_and(|t| !settings.prefilter || triggers.any_in(t))
+            .map(|(root, members)| {
+                let contents: Vec<Result<(u64, String), FileError>> = members
+                    .par_iter()
+                    .map(|&i| read_text(&jobs[i]).map(|t| (cache::content_hash(t.as_bytes()), t)))
+                    .collect();
+                let key = cache
+                    .as_ref()
+                    .map(|_| crate_key(root, members, &jobs, &contents, settings));
+                if let (Some(cache), Some(key)) = (&cache, &key)
+                    && let Some(entry) = cache.get(key)
+                {
+                    // Cached findings are shown with their source.
+                    let sources = members
+                        .iter()
+                        .zip(contents)
+                        .filter_map(|(&i, c)| {
+                            let display = &jobs[i].file.display;
+                            let shown = entry
+                                .files
+                                .iter()
+                                .any(|f| &f.display == display && !f.findings.is_empty());
+                            let (_, text) = c.ok().filter(|_| shown)?;
+                            Some((display.clone(), Arc::from(text)))
+                        })
+                        .collect();
+                    return CrateRead::Hit { entry, sources };
+                }
+                let files = contents
+                    .into_par_iter()
+                    .map(|c| {
+                        c.map(|(_, t)| (!settings.prefilter || triggers.any_in(&t)).then_some(t))
+                    })
+                    .collect();
+                CrateRead::Miss { key, files }
             })
             .collect()
     });
-    let mut state: Vec<FileState> = Vec::with_capacity(jobs.len());
-    for (i, r) in reads.into_iter().enumerate() {
-        state.push(match r {
-            _ if from_cache[i] => FileState::Cached,
-            Err(e) => {
-                errors.push(e);
-                FileState::Failed
+    clock.lap("read");
+    let mut errors = found.errors;
+    let mut hits: Vec<cache::Entry> = Vec::new();
+    let mut misses: Vec<(String, Vec<usize>)> = Vec::new();
+    let mut sources: BTreeMap<String, Arc<str>> = BTreeMap::new();
+    let mut state: Vec<FileState> = (0..jobs.len()).map(|_| FileState::Skipped).collect();
+    for ((_, members), read) in crate_jobs.iter().zip(read_crates) {
+        match read {
+            CrateRead::Hit {
+                entry,
+                sources: shown,
+            } => {
+                members.iter().for_each(|&i| state[i] = FileState::Cached);
+                sources.extend(shown);
+                hits.push(entry);
             }
-            Ok(text) if relevant[i] => FileState::Wanted(text),
-            Ok(_) => FileState::Skipped,
-        });
+            CrateRead::Miss { key, files } => {
+                for (&i, f) in members.iter().zip(files) {
+                    state[i] = match f {
+                        Err(e) => {
+                            errors.push(e);
+                            FileState::Failed
+                        }
+                        Ok(Some(text)) => FileState::Wanted(text),
+                        Ok(None) => FileState::Skipped,
+                    };
+                }
+                if let Some(key) = key {
+                    misses.push((key, members.clone()));
+                }
+            }
+        }
     }
 
     // Phase 1: parse and index what is wanted; then widen to the files that declare what those
@@ -186,12 +238,15 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         if wanted.is_empty() {
             break;
         }
-        let parsed: Vec<(usize, Parsed)> = pool.install(|| {
+        let mut wanted = wanted;
+        largest_first(&mut wanted, |(_, t)| t.len());
+        let mut parsed: Vec<(usize, Parsed)> = pool.install(|| {
             wanted
                 .into_par_iter()
                 .map(|(i, text)| (i, index_one(i, &jobs[i], text)))
                 .collect()
         });
+        parsed.sort_unstable_by_key(|(i, _)| *i);
         let mut touched: Vec<PathBuf> = Vec::new();
         for (i, r) in parsed {
             match r {
@@ -216,18 +271,20 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         })
         .collect();
     let mut by_crate: HashMap<PathBuf, Vec<FileIndex>> = HashMap::new();
-    for (i, fi) in indexes.iter().enumerate() {
+    for (i, fi) in indexes.into_iter().enumerate() {
         if let Some(fi) = fi {
             by_crate
                 .entry(jobs[i].crate_root.clone())
                 .or_default()
-                .push(fi.clone());
+                .push(fi);
         }
     }
     let crates: HashMap<PathBuf, CrateIndex> = by_crate
         .into_iter()
         .map(|(root, files)| (root.clone(), CrateIndex::new(root, files)))
         .collect();
+
+    clock.lap("parse and index");
 
     // Phase 2: find sites, classify, run the rules. In rounds: the wrappers a round finds make
     // their callers sites in the next (wrappers of wrappers too), until nothing new turns up.
@@ -245,7 +302,8 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
                 .unwrap_or_else(|| job.config.packs.clone())
         };
         stats.analysed += todo.len();
-        let results: Vec<(usize, FileOutput)> = pool.install(|| {
+        largest_first(&mut todo, |&i| indexed[i].source.text.len());
+        let mut results: Vec<(usize, FileOutput)> = pool.install(|| {
             todo.par_iter()
                 .map(|&i| {
                     let ix = indexed[i];
@@ -255,6 +313,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
                 })
                 .collect()
         });
+        results.sort_unstable_by_key(|(i, _)| *i);
         let mut found: HashMap<PathBuf, Vec<WrapperCandidate>> = HashMap::new();
         for (i, out) in results {
             let root = &jobs[indexed[i].job].crate_root;
@@ -297,7 +356,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         for (root, ws) in found {
             wrappers.entry(root).or_default().extend(ws);
         }
-        let mut rebuilt = std::collections::HashSet::new();
+        let mut rebuilt = HashSet::new();
         for &i in &todo {
             let job = &jobs[indexed[i].job];
             let key = (config_id(&job.config), job.crate_root.clone());
@@ -310,6 +369,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
             }
         }
     }
+    clock.lap("analyse");
     let outputs: Vec<FileOutput> = slots.into_iter().flatten().collect();
     let failed = state
         .iter()
@@ -340,27 +400,32 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         }
         report.sites.extend(o.sites);
         suppressed += o.suppressed;
-        if !o.findings.is_empty() {
-            report.sources.insert(o.display.clone(), o.text);
+        if let Some(text) = o.text {
+            report.sources.insert(o.display.clone(), text);
         }
         report.findings.extend(o.findings);
     }
     if let Some(cache) = &cache {
-        for (key, members) in &misses {
-            let displays: Vec<&str> = members
-                .iter()
-                .map(|&i| jobs[i].file.display.as_str())
-                .collect();
-            let entry = cache::Entry {
-                files: displays.iter().filter_map(|d| fresh.remove(*d)).collect(),
-                errors: errors
+        let entries: Vec<(&String, cache::Entry)> = misses
+            .iter()
+            .map(|(key, members)| {
+                let displays: HashSet<&str> = members
                     .iter()
-                    .filter(|e| displays.contains(&e.path.as_str()))
+                    .map(|&i| jobs[i].file.display.as_str())
+                    .collect();
+                let files = members
+                    .iter()
+                    .filter_map(|&i| fresh.remove(jobs[i].file.display.as_str()))
+                    .collect();
+                let errors = errors
+                    .iter()
+                    .filter(|e| displays.contains(e.path.as_str()))
                     .cloned()
-                    .collect(),
-            };
-            cache.put(key, &entry);
-        }
+                    .collect();
+                (key, cache::Entry { files, errors })
+            })
+            .collect();
+        pool.install(|| entries.par_iter().for_each(|(key, e)| cache.put(key, e)));
     }
     stats.cached_crates = hits.len();
     for entry in hits {
@@ -383,6 +448,8 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         .filter_map(|c| c.path.clone())
         .collect();
     configs.sort();
+    clock.lap("report");
+    stats.stages = clock.stages;
     stats.files = jobs.len();
     stats.parsed = indexed.len();
     Ok(Outcome {
@@ -391,6 +458,34 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         suppressed,
         configs,
     })
+}
+
+/// The nearest folder at or above `dir` with a `Cargo.toml` (or `dir` itself when none has one).
+/// Every folder passed on the way up is remembered, so that each is looked at once per run.
+fn crate_root(dir: &Path, known: &mut HashMap<PathBuf, Option<PathBuf>>) -> PathBuf {
+    let mut passed: Vec<&Path> = Vec::new();
+    let mut found = None;
+    for d in dir.ancestors() {
+        if let Some(root) = known.get(d) {
+            found = root.clone();
+            break;
+        }
+        passed.push(d);
+        if d.join("Cargo.toml").is_file() {
+            found = Some(d.to_path_buf());
+            break;
+        }
+    }
+    for d in passed {
+        known.insert(d.to_path_buf(), found.clone());
+    }
+    found.unwrap_or_else(|| dir.to_path_buf())
+}
+
+/// Orders work so that the largest files start first: one big file started last would leave the
+/// other threads idle while it finishes. (Results are put back in file order afterwards.)
+fn largest_first<T>(work: &mut [T], size: impl Fn(&T) -> usize) {
+    work.sort_by_key(|w| std::cmp::Reverse(size(w)));
 }
 
 /// How many times the wrapper fixpoint may widen (wrappers of wrappers of …).
@@ -441,7 +536,7 @@ fn crate_key(
     root: &Path,
     members: &[usize],
     jobs: &[Job],
-    reads: &[Result<String, FileError>],
+    contents: &[Result<(u64, String), FileError>],
     settings: &CheckSettings,
 ) -> String {
     let mut key = cache::Key::new();
@@ -454,7 +549,7 @@ fn crate_key(
     rules.sort_unstable();
     key.part(rules.join(",").as_bytes())
         .part(&[u8::from(settings.prefilter)]);
-    for &i in members {
+    for (&i, content) in members.iter().zip(contents) {
         let job = &jobs[i];
         key.part(job.file.display.as_bytes());
         key.part(&job.config.digest.to_le_bytes());
@@ -466,8 +561,8 @@ fn crate_key(
                 .unwrap_or_default()
                 .as_bytes(),
         );
-        match &reads[i] {
-            Ok(text) => key.part(&cache::content_hash(text.as_bytes()).to_le_bytes()),
+        match content {
+            Ok((hash, _)) => key.part(&hash.to_le_bytes()),
             Err(e) => key.part(e.message.as_bytes()),
         };
     }
@@ -589,7 +684,8 @@ fn index_one(i: usize, job: &Job, text: String) -> Result<(Indexed, FileIndex), 
 struct FileOutput {
     wrappers: Vec<WrapperCandidate>,
     display: String,
-    text: Arc<str>,
+    /// The source, kept only when there are findings to show with it.
+    text: Option<Arc<str>>,
     sites: Vec<SiteRecord>,
     findings: Vec<Finding>,
     suppressed: usize,
@@ -738,7 +834,7 @@ fn analyze_one(
         .collect();
     FileOutput {
         display: src.display.clone(),
-        text: Arc::from(src.text.as_str()),
+        text: (!findings.is_empty()).then(|| Arc::from(src.text.as_str())),
         sites,
         findings,
         suppressed,

@@ -15,6 +15,7 @@ pub mod diag;
 pub mod directives;
 pub mod discover;
 pub mod engine;
+pub mod lex;
 pub mod lints;
 pub mod model;
 pub mod packs;

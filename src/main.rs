@@ -68,6 +68,12 @@ fn run(args: Args) -> Result<u8, ToolError> {
                     "lockaudit: {} files read, {} parsed, {} analyses (wrapper rounds included), {} crates from the cache",
                     s.files, s.parsed, s.analysed, s.cached_crates
                 );
+                let stages: Vec<String> = s
+                    .stages
+                    .iter()
+                    .map(|(stage, d)| format!("{stage} {} ms", d.as_millis()))
+                    .collect();
+                eprintln!("lockaudit: {}", stages.join(", "));
             }
             if let Some(file) = write_baseline {
                 let b = Baseline::from_report(&outcome.report);

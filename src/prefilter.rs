@@ -9,15 +9,35 @@
 
 use std::collections::HashSet;
 
-use aho_corasick::AhoCorasick;
+use aho_corasick::{AhoCorasick, MatchKind};
 
+use crate::lex;
 use crate::model::FileIndex;
 use crate::model::imports::first_segment;
 use crate::packs::PackSet;
 
-/// Whole-identifier matching of many words at once.
+/// Where in a file a word counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Where {
+    /// In code: a crate, type or function name. `[mini-redis]` in a doc comment names no crate.
+    Code,
+    /// In code or in a literal: an SQL function travels inside a string.
+    CodeOrLiteral,
+    /// Anywhere, comments included: `lockaudit:` directives.
+    Anywhere,
+}
+
+/// Whole-identifier matching of many words at once, each counted only where it can matter.
 pub struct Words {
+    /// Overlapping matches, for the exact check of boundaries and places.
     ac: Option<AhoCorasick>,
+    /// Leftmost matches, which the crate accelerates (SIMD prefilters): most files contain none
+    /// of the words at all and are rejected by this alone.
+    quick: Option<AhoCorasick>,
+    /// By pattern index.
+    wheres: Vec<Where>,
+    /// The pattern set could not be built: every text counts as a match (safe, only slower).
+    all: bool,
 }
 
 fn is_ident_byte(b: u8) -> bool {
@@ -25,42 +45,72 @@ fn is_ident_byte(b: u8) -> bool {
 }
 
 impl Words {
+    /// Words that count in code only.
     pub fn new(words: impl IntoIterator<Item = String>) -> Words {
-        let mut words: Vec<String> = words.into_iter().filter(|w| !w.is_empty()).collect();
-        words.sort();
-        words.dedup();
+        Words::classed(words.into_iter().map(|w| (w, Where::Code)))
+    }
+
+    /// Words with where each counts; a word given twice counts in the wider of its places.
+    pub fn classed(words: impl IntoIterator<Item = (String, Where)>) -> Words {
+        let mut words: Vec<(String, Where)> =
+            words.into_iter().filter(|(w, _)| !w.is_empty()).collect();
+        words.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        words.dedup_by(|later, first| later.0 == first.0);
         // Building can only fail for absurd pattern sets; then every file counts as a match.
+        let built = (!words.is_empty()).then(|| AhoCorasick::new(words.iter().map(|(w, _)| w)));
+        let quick = (!words.is_empty()).then(|| {
+            AhoCorasick::builder()
+                .match_kind(MatchKind::LeftmostFirst)
+                .build(words.iter().map(|(w, _)| w))
+        });
         Words {
-            ac: if words.is_empty() {
-                None
-            } else {
-                AhoCorasick::new(&words).ok()
-            },
+            all: matches!(built, Some(Err(_))),
+            ac: built.and_then(Result::ok),
+            quick: quick.and_then(Result::ok),
+            wheres: words.into_iter().map(|(_, w)| w).collect(),
         }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.ac.is_none()
+        self.ac.is_none() && !self.all
     }
 
-    /// Does `text` contain one of the words, not as part of a longer identifier? Patterns that
-    /// end in a non-identifier character (`lockaudit:`) need no boundary there.
+    /// Does `text` contain one of the words, not as part of a longer identifier, in a place where
+    /// it counts? Patterns that end in a non-identifier character (`lockaudit:`) need no boundary
+    /// there. The file is lexed only when a word is found, which is rare.
     pub fn any_in(&self, text: &str) -> bool {
-        let Some(ac) = &self.ac else { return false };
+        let Some(ac) = &self.ac else {
+            return self.all;
+        };
+        if self.quick.as_ref().is_some_and(|q| !q.is_match(text)) {
+            return false;
+        }
         let b = text.as_bytes();
+        let mut regions: Option<Vec<lex::Region>> = None;
         ac.find_overlapping_iter(text).any(|m| {
-            let before_ok =
-                m.start() == 0 || !is_ident_byte(b[m.start() - 1]) || !is_ident_byte(b[m.start()]);
-            let last = b[m.end() - 1];
-            let after_ok = m.end() == b.len() || !is_ident_byte(b[m.end()]) || !is_ident_byte(last);
-            before_ok && after_ok
+            let (s, e) = (m.start(), m.end());
+            let before_ok = s == 0 || !is_ident_byte(b[s - 1]) || !is_ident_byte(b[s]);
+            let after_ok = e == b.len() || !is_ident_byte(b[e]) || !is_ident_byte(b[e - 1]);
+            if !(before_ok && after_ok) {
+                return false;
+            }
+            let place = self.wheres[m.pattern().as_usize()];
+            if place == Where::Anywhere {
+                return true;
+            }
+            let regions = regions.get_or_insert_with(|| lex::regions(text));
+            match lex::region_at(regions, s).map(|r| r.kind) {
+                None => true,
+                Some(lex::Kind::Literal) => place == Where::CodeOrLiteral,
+                Some(lex::Kind::Comment(_)) => false,
+            }
         })
     }
 }
 
 /// What makes a file worth parsing for these packs.
-pub fn pack_triggers(packs: &PackSet) -> Vec<String> {
-    let mut out = vec!["lockaudit".to_string()];
+pub fn pack_triggers(packs: &PackSet) -> Vec<(String, Where)> {
+    let mut out = vec![("lockaudit".to_string(), Where::Anywhere)];
     let mut paths: Vec<&str> = Vec::new();
     for pack in &packs.packs {
         for t in &pack.types {
@@ -78,13 +128,17 @@ pub fn pack_triggers(packs: &PackSet) -> Vec<String> {
             paths.extend(c.in_scope.iter().map(String::as_str));
         }
         paths.extend(pack.pack.command_builders.iter().map(String::as_str));
-        out.extend(pack.sql.iter().map(|s| s.function.clone()));
+        out.extend(
+            pack.sql
+                .iter()
+                .map(|s| (s.function.clone(), Where::CodeOrLiteral)),
+        );
         out.extend(
             pack.pack
                 .sql_calls
                 .iter()
                 .filter(|c| c.ends_with('!'))
-                .cloned(),
+                .map(|c| (c.clone(), Where::Code)),
         );
     }
     // A file reaches a library's items only through its crate name (imports, qualified paths,
@@ -93,14 +147,15 @@ pub fn pack_triggers(packs: &PackSet) -> Vec<String> {
     // are known by their last segment.
     for p in paths {
         let first = first_segment(p);
-        if first == "crate" {
-            out.push(p.rsplit("::").next().unwrap_or(p).to_string());
+        let word = if first == "crate" {
+            p.rsplit("::").next().unwrap_or(p)
         } else {
-            out.push(first.to_string());
-        }
+            first
+        };
+        out.push((word.to_string(), Where::Code));
     }
     // The crate's own items are never triggers by themselves (`crate`, `self`).
-    out.retain(|w| !matches!(w.as_str(), "crate" | "self" | "super"));
+    out.retain(|(w, _)| !matches!(w.as_str(), "crate" | "self" | "super"));
     out
 }
 
@@ -150,26 +205,28 @@ pub fn interesting_names<'a>(
     }
 }
 
-/// `SCREAMING_CASE` identifiers in a text: the constants it may read.
+/// `SCREAMING_CASE` identifiers in a text's code: the constants it may read.
 pub fn constant_like(text: &str) -> HashSet<String> {
     let b = text.as_bytes();
     let mut out = HashSet::new();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i].is_ascii_uppercase() && (i == 0 || !is_ident_byte(b[i - 1])) {
-            let s = i;
-            while i < b.len() && is_ident_byte(b[i]) {
+    for range in lex::code_ranges(text, &lex::regions(text)) {
+        let mut i = range.start;
+        while i < range.end {
+            if b[i].is_ascii_uppercase() && (i == 0 || !is_ident_byte(b[i - 1])) {
+                let s = i;
+                while i < range.end && is_ident_byte(b[i]) {
+                    i += 1;
+                }
+                let w = &text[s..i];
+                if w.len() > 1
+                    && w.bytes()
+                        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_')
+                {
+                    out.insert(w.to_string());
+                }
+            } else {
                 i += 1;
             }
-            let w = &text[s..i];
-            if w.len() > 1
-                && w.bytes()
-                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_')
-            {
-                out.insert(w.to_string());
-            }
-        } else {
-            i += 1;
         }
     }
     out
@@ -190,16 +247,41 @@ mod tests {
 
     #[test]
     fn whole_identifiers_only() {
-        let w = Words::new([
-            "LockManager".to_string(),
-            "lockaudit:".to_string(),
-            "redis".to_string(),
+        let w = Words::classed([
+            ("LockManager".to_string(), Where::Code),
+            ("lockaudit:".to_string(), Where::Anywhere),
+            ("redis".to_string(), Where::Code),
         ]);
         assert!(w.any_in("use rslock::LockManager;"));
         assert!(!w.any_in("struct MyLockManagerFactory;"));
         assert!(w.any_in("// lockaudit: efficiency"));
         assert!(!w.any_in("let redisson = 1;"));
         assert!(w.any_in("redis::cmd(\"SET\")"));
+    }
+
+    #[test]
+    fn words_count_only_where_they_can_matter() {
+        let w = Words::classed([
+            ("redis".to_string(), Where::Code),
+            ("pg_advisory_lock".to_string(), Where::CodeOrLiteral),
+            ("lockaudit".to_string(), Where::Anywhere),
+        ]);
+        // A crate named in a doc comment, a comment or a string is not a use of it.
+        assert!(!w.any_in("/// see [mini-redis]\nfn f() {}"));
+        assert!(!w.any_in("/* redis */ fn f() { let s = \"redis\"; }"));
+        assert!(w.any_in("/// see [mini-redis]\nuse redis::Client;"));
+        // SQL functions travel in strings, not in comments.
+        assert!(w.any_in("q(\"SELECT pg_advisory_lock($1)\")"));
+        assert!(w.any_in("q(r#\"SELECT pg_advisory_lock($1)\"#)"));
+        assert!(!w.any_in("// pg_advisory_lock would block here"));
+        // Directives live in comments.
+        assert!(w.any_in("// lockaudit: efficiency\nfn f() {}"));
+        // A word given in two places counts in the wider one.
+        let both = Words::classed([
+            ("redis".to_string(), Where::Code),
+            ("redis".to_string(), Where::Anywhere),
+        ]);
+        assert!(both.any_in("// redis"));
     }
 
     #[test]

@@ -86,8 +86,15 @@ impl Span {
         }
     }
 
+    /// The span of a syntax node. This re-tokenizes the node; prefer a token's span where one
+    /// will do.
     pub fn of(tokens: &impl syn::spanned::Spanned) -> Span {
         Span::from_pm2(tokens.span())
+    }
+
+    /// A block's span, from its braces alone.
+    pub fn of_block(b: &syn::Block) -> Span {
+        Span::from_pm2(b.brace_token.span.join())
     }
 
     /// Spans from `a`'s start to `b`'s end.

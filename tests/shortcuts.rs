@@ -81,3 +81,42 @@ fn cache_never_answers_differently_from_a_cold_run() {
     assert_eq!(s4.cached_crates, 0);
     assert!(!warm.contains("long-deadline"));
 }
+
+#[test]
+fn names_in_comments_and_strings_do_not_make_a_file_relevant() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    std::fs::write(dir.path().join("Cargo.toml"), "[package]\nname = \"m\"\n").expect("write");
+    let files = [
+        // Mentions only: a doc comment, a comment, a string. Not parsed.
+        (
+            "docs.rs",
+            "//! Like [mini-redis], but smaller.\n/* redis::Client */\npub fn name() -> &'static str { \"redis\" }\n",
+        ),
+        // A real use, and advisory-lock SQL inside a raw string: both parsed.
+        (
+            "lock.rs",
+            "pub fn f(c: &mut redis::Connection) { let _: bool = redis::cmd(\"SET\").arg(\"k\").arg(\"v\").arg(\"NX\").query(c).unwrap_or(false); }\n",
+        ),
+        (
+            "pg.rs",
+            "pub async fn g(db: &sqlx::PgPool) { let _ = sqlx::query(r#\"SELECT pg_advisory_lock(1)\"#).execute(db).await; }\n",
+        ),
+        // SQL named in a comment only: not parsed.
+        (
+            "notes.rs",
+            "// pg_advisory_lock would block here\npub fn h() {}\n",
+        ),
+    ];
+    for (name, text) in files {
+        std::fs::write(src.join(name), text).expect("write");
+    }
+    let p = [dir.path().to_path_buf()];
+    let (fast, stats) = results(&p, true, None);
+    let (full, all) = results(&p, false, None);
+    assert_eq!(fast, full);
+    assert_eq!(all.parsed, 4);
+    assert_eq!(stats.parsed, 2, "{stats:?}");
+    assert!(fast.contains("lock.rs") && fast.contains("pg.rs"), "{fast}");
+}

@@ -464,42 +464,19 @@ impl Configs {
         if let Some(f) = &self.forced {
             return Ok(f.clone());
         }
-        if let Some(c) = self.by_dir.get(dir) {
-            return Ok(c.clone());
-        }
-        // Nearest folder first; in one folder, lockaudit.toml before Cargo.toml metadata.
+        // Nearest folder first; in one folder, lockaudit.toml before Cargo.toml metadata. Every
+        // folder passed on the way up is remembered, so that each is looked at once per run.
+        let mut passed: Vec<&Path> = Vec::new();
         let mut found = None;
         for d in dir.ancestors() {
-            let file = d.join(FILE_NAME);
-            if file.is_file() {
-                found = Some(match self.by_file.get(&file) {
-                    Some(c) => c.clone(),
-                    None => {
-                        let c = Arc::new(Config::load(&file, &self.builtin)?);
-                        self.by_file.insert(file, c.clone());
-                        c
-                    }
-                });
-                break;
-            }
-            let manifest = d.join("Cargo.toml");
-            if self.plain_manifests.contains(&manifest) || !manifest.is_file() {
-                continue;
-            }
-            if let Some(c) = self.by_file.get(&manifest) {
+            if let Some(c) = self.by_dir.get(d) {
                 found = Some(c.clone());
                 break;
             }
-            match Config::from_manifest(&manifest, &self.builtin)? {
-                Some(c) => {
-                    let c = Arc::new(c);
-                    self.by_file.insert(manifest, c.clone());
-                    found = Some(c);
-                    break;
-                }
-                None => {
-                    self.plain_manifests.insert(manifest);
-                }
+            passed.push(d);
+            if let Some(c) = self.own_config(d)? {
+                found = Some(c);
+                break;
             }
         }
         let cfg = match found {
@@ -513,8 +490,41 @@ impl Configs {
                 }
             },
         };
-        self.by_dir.insert(dir.to_path_buf(), cfg.clone());
+        for d in passed {
+            self.by_dir.insert(d.to_path_buf(), cfg.clone());
+        }
         Ok(cfg)
+    }
+
+    /// The configuration a folder itself holds, if any.
+    fn own_config(&mut self, d: &Path) -> Result<Option<Arc<Config>>, ToolError> {
+        let file = d.join(FILE_NAME);
+        if file.is_file() {
+            if let Some(c) = self.by_file.get(&file) {
+                return Ok(Some(c.clone()));
+            }
+            let c = Arc::new(Config::load(&file, &self.builtin)?);
+            self.by_file.insert(file, c.clone());
+            return Ok(Some(c));
+        }
+        let manifest = d.join("Cargo.toml");
+        if self.plain_manifests.contains(&manifest) || !manifest.is_file() {
+            return Ok(None);
+        }
+        if let Some(c) = self.by_file.get(&manifest) {
+            return Ok(Some(c.clone()));
+        }
+        match Config::from_manifest(&manifest, &self.builtin)? {
+            Some(c) => {
+                let c = Arc::new(c);
+                self.by_file.insert(manifest, c.clone());
+                Ok(Some(c))
+            }
+            None => {
+                self.plain_manifests.insert(manifest);
+                Ok(None)
+            }
+        }
     }
 
     /// Every distinct configuration handed out, for `--verbose` and for the prefilter.

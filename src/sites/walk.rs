@@ -217,7 +217,7 @@ fn analyze_fn<'a>(
         syn::ReturnType::Default => None,
         syn::ReturnType::Type(_, t) => w.ty_of_type(t),
     };
-    w.block_ends.push(region::end_of(Span::of(body)));
+    w.block_ends.push(region::end_of(Span::of_block(body)));
     w.visit_block(body);
     w.finish(body);
 }
@@ -913,12 +913,14 @@ impl Lookup for ConstEnv<'_, '_, '_> {
 impl<'a> Visit<'a> for Walker<'a, '_> {
     fn visit_block(&mut self, b: &'a syn::Block) {
         self.scopes.push(HashMap::new());
-        self.block_ends.push(region::end_of(Span::of(b)));
+        self.block_ends.push(region::end_of(Span::of_block(b)));
         let saved_line = self.stmt_line;
         for (i, stmt) in b.stmts.iter().enumerate() {
             self.rest.push(&b.stmts[i + 1..]);
-            self.stmt_line = Span::of(stmt).line;
-            self.stmt_end = region::end_of(Span::of(stmt));
+            // Spanning a node re-tokenizes it: once per statement, not twice.
+            let span = Span::of(stmt);
+            self.stmt_line = span.line;
+            self.stmt_end = region::end_of(span);
             match stmt {
                 Stmt::Local(l) => {
                     let mut ty = None;
