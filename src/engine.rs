@@ -29,7 +29,8 @@ const WORKER_STACK: usize = 64 * 1024 * 1024;
 struct Job {
     file: Candidate,
     config: Arc<Config>,
-    crate_root: PathBuf,
+    /// Shared by the crate's files.
+    crate_root: Arc<Path>,
 }
 
 /// What reading a crate gave.
@@ -105,14 +106,31 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
     clock.lap("discover");
     let mut configs = Configs::new(builtin, settings.config.as_deref())?;
     let mut roots: HashMap<PathBuf, Option<PathBuf>> = HashMap::new();
+    let mut root_ids: HashMap<PathBuf, Arc<Path>> = HashMap::new();
     let mut jobs = Vec::new();
+    // Files come sorted, so a folder's files are consecutive: its config and crate are looked
+    // up once, not per file.
+    let mut folder: Option<(PathBuf, Arc<Config>, Arc<Path>)> = None;
     for file in found.files {
-        let dir = file.abs.parent().map(Path::to_path_buf).unwrap_or_default();
-        let config = configs.for_dir(&dir)?;
+        let dir = file.abs.parent().unwrap_or(Path::new(""));
+        let (config, crate_root) = match &folder {
+            Some((d, config, root)) if d.as_os_str() == dir.as_os_str() => {
+                (config.clone(), root.clone())
+            }
+            _ => {
+                let config = configs.for_dir(dir)?;
+                let root = crate_root(dir, &mut roots);
+                let root = root_ids
+                    .entry(root.clone())
+                    .or_insert_with(|| Arc::from(root))
+                    .clone();
+                folder = Some((dir.to_path_buf(), config.clone(), root.clone()));
+                (config, root)
+            }
+        };
         if config.excludes(&file.abs) {
             continue;
         }
-        let crate_root = crate_root(&dir, &mut roots);
         jobs.push(Job {
             file,
             config,
@@ -126,11 +144,10 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         .build()
         .map_err(|e| ToolError::Usage(format!("cannot start worker threads: {e}")))?;
 
-    // Per crate, in parallel: read and hash its files, then ask the cache. A hit serves the crate
-    // and its texts are dropped; on a miss the prefilter keeps the texts of the files that can
-    // matter and drops the rest (the closure below re-reads the few it wants). So every file is
-    // read once, crates the cache serves are not scanned, and memory follows the relevant files,
-    // not the corpus.
+    // Per crate, in parallel: read each file into a reused buffer, hash it for the cache key and
+    // keep its text only when the prefilter wants it parsed (the closure below re-reads the few
+    // others it wants); then ask the cache, which on a hit serves the crate and drops its texts.
+    // So every file is read once, and memory follows the relevant files, not the corpus.
     let triggers = prefilter::Words::classed(
         configs
             .loaded()
@@ -138,21 +155,33 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
             .flat_map(|c| prefilter::pack_triggers(&c.packs)),
     );
     let cache = settings.cache_dir.as_deref().and_then(Cache::open);
-    let mut crate_jobs: BTreeMap<&Path, Vec<usize>> = BTreeMap::new();
+    let mut crate_jobs: HashMap<&Path, Vec<usize>> = HashMap::new();
     for (i, job) in jobs.iter().enumerate() {
-        crate_jobs
-            .entry(job.crate_root.as_path())
-            .or_default()
-            .push(i);
+        crate_jobs.entry(&job.crate_root).or_default().push(i);
     }
-    let crate_jobs: Vec<(&Path, Vec<usize>)> = crate_jobs.into_iter().collect();
+    let mut crate_jobs: Vec<(&Path, Vec<usize>)> = crate_jobs.into_iter().collect();
+    crate_jobs.sort_unstable_by(|a, b| {
+        (a.0.as_os_str().as_encoded_bytes()).cmp(b.0.as_os_str().as_encoded_bytes())
+    });
     let read_crates: Vec<CrateRead> = pool.install(|| {
         crate_jobs
             .par_iter()
+            .with_max_len(1)
             .map(|(root, members)| {
-                let contents: Vec<Result<(u64, String), FileError>> = members
+                // The hash is the cache key's; the text is kept only when the prefilter wants it.
+                let contents: Vec<Result<(u64, Option<String>), FileError>> = members
                     .par_iter()
-                    .map(|&i| read_text(&jobs[i]).map(|t| (cache::content_hash(t.as_bytes()), t)))
+                    .map(|&i| {
+                        with_text(&jobs[i], |t| {
+                            let hash = if cache.is_some() {
+                                cache::content_hash(t.as_bytes())
+                            } else {
+                                0
+                            };
+                            let wanted = !settings.prefilter || triggers.any_in(t);
+                            (hash, wanted.then(|| t.to_string()))
+                        })
+                    })
                     .collect();
                 let key = cache
                     .as_ref()
@@ -160,7 +189,8 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
                 if let (Some(cache), Some(key)) = (&cache, &key)
                     && let Some(entry) = cache.get(key)
                 {
-                    // Cached findings are shown with their source.
+                    // Cached findings are shown with their source: kept by the prefilter, or
+                    // read again when the closure had brought the file in.
                     let sources = members
                         .iter()
                         .zip(contents)
@@ -170,17 +200,21 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
                                 .files
                                 .iter()
                                 .any(|f| &f.display == display && !f.findings.is_empty());
-                            let (_, text) = c.ok().filter(|_| shown)?;
+                            if !shown {
+                                return None;
+                            }
+                            let text = match c {
+                                Ok((_, Some(text))) => text,
+                                _ => read_text(&jobs[i]).ok()?,
+                            };
                             Some((display.clone(), Arc::from(text)))
                         })
                         .collect();
                     return CrateRead::Hit { entry, sources };
                 }
                 let files = contents
-                    .into_par_iter()
-                    .map(|c| {
-                        c.map(|(_, t)| (!settings.prefilter || triggers.any_in(&t)).then_some(t))
-                    })
+                    .into_iter()
+                    .map(|c| c.map(|(_, text)| text))
                     .collect();
                 CrateRead::Miss { key, files }
             })
@@ -243,11 +277,12 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         let mut parsed: Vec<(usize, Parsed)> = pool.install(|| {
             wanted
                 .into_par_iter()
+                .with_max_len(1)
                 .map(|(i, text)| (i, index_one(i, &jobs[i], text)))
                 .collect()
         });
         parsed.sort_unstable_by_key(|(i, _)| *i);
-        let mut touched: Vec<PathBuf> = Vec::new();
+        let mut touched: Vec<Arc<Path>> = Vec::new();
         for (i, r) in parsed {
             match r {
                 Ok((ix, fi)) => {
@@ -270,7 +305,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
             _ => None,
         })
         .collect();
-    let mut by_crate: HashMap<PathBuf, Vec<FileIndex>> = HashMap::new();
+    let mut by_crate: HashMap<Arc<Path>, Vec<FileIndex>> = HashMap::new();
     for (i, fi) in indexes.into_iter().enumerate() {
         if let Some(fi) = fi {
             by_crate
@@ -279,9 +314,9 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
                 .push(fi);
         }
     }
-    let crates: HashMap<PathBuf, CrateIndex> = by_crate
+    let crates: HashMap<Arc<Path>, CrateIndex> = by_crate
         .into_iter()
-        .map(|(root, files)| (root.clone(), CrateIndex::new(root, files)))
+        .map(|(root, files)| (root.clone(), CrateIndex::new(root.to_path_buf(), files)))
         .collect();
 
     clock.lap("parse and index");
@@ -289,8 +324,8 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
     // Phase 2: find sites, classify, run the rules. In rounds: the wrappers a round finds make
     // their callers sites in the next (wrappers of wrappers too), until nothing new turns up.
     let empty = CrateIndex::default();
-    let mut wrappers: HashMap<PathBuf, Vec<WrapperCandidate>> = HashMap::new();
-    let mut packsets: HashMap<(usize, PathBuf), Arc<PackSet>> = HashMap::new();
+    let mut wrappers: HashMap<Arc<Path>, Vec<WrapperCandidate>> = HashMap::new();
+    let mut packsets: HashMap<(usize, Arc<Path>), Arc<PackSet>> = HashMap::new();
     let mut slots: Vec<Option<FileOutput>> = (0..indexed.len()).map(|_| None).collect();
     let mut stats = Stats::default();
     let mut todo: Vec<usize> = (0..indexed.len()).collect();
@@ -305,6 +340,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         largest_first(&mut todo, |&i| indexed[i].source.text.len());
         let mut results: Vec<(usize, FileOutput)> = pool.install(|| {
             todo.par_iter()
+                .with_max_len(1)
                 .map(|&i| {
                     let ix = indexed[i];
                     let job = &jobs[ix.job];
@@ -314,7 +350,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
                 .collect()
         });
         results.sort_unstable_by_key(|(i, _)| *i);
-        let mut found: HashMap<PathBuf, Vec<WrapperCandidate>> = HashMap::new();
+        let mut found: HashMap<Arc<Path>, Vec<WrapperCandidate>> = HashMap::new();
         for (i, out) in results {
             let root = &jobs[indexed[i].job].crate_root;
             for w in &out.wrappers {
@@ -334,7 +370,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
             break;
         }
         // Re-analyse the files of those crates that mention a new wrapper by name.
-        let names: HashMap<&PathBuf, prefilter::Words> = found
+        let names: HashMap<&Arc<Path>, prefilter::Words> = found
             .iter()
             .map(|(root, ws)| {
                 (
@@ -483,7 +519,8 @@ fn crate_root(dir: &Path, known: &mut HashMap<PathBuf, Option<PathBuf>>) -> Path
 }
 
 /// Orders work so that the largest files start first: one big file started last would leave the
-/// other threads idle while it finishes. (Results are put back in file order afterwards.)
+/// other threads idle while it finishes. (Results are put back in file order afterwards.) The
+/// parallel loops over such work take one file per job, so that any idle thread can take the next.
 fn largest_first<T>(work: &mut [T], size: impl Fn(&T) -> usize) {
     work.sort_by_key(|w| std::cmp::Reverse(size(w)));
 }
@@ -536,7 +573,7 @@ fn crate_key(
     root: &Path,
     members: &[usize],
     jobs: &[Job],
-    contents: &[Result<(u64, String), FileError>],
+    contents: &[Result<(u64, Option<String>), FileError>],
     settings: &CheckSettings,
 ) -> String {
     let mut key = cache::Key::new();
@@ -575,11 +612,11 @@ fn widen(
     jobs: &[Job],
     state: &mut [FileState],
     indexes: &[Option<FileIndex>],
-    touched: &[PathBuf],
+    touched: &[Arc<Path>],
     pool: &rayon::ThreadPool,
     errors: &mut Vec<FileError>,
 ) {
-    let mut terms: HashMap<&PathBuf, (prefilter::Words, prefilter::Words)> = HashMap::new();
+    let mut terms: HashMap<&Arc<Path>, (prefilter::Words, prefilter::Words)> = HashMap::new();
     for root in touched {
         if terms.contains_key(root) {
             continue;
@@ -632,19 +669,45 @@ fn widen(
 }
 
 fn read_text(job: &Job) -> Result<String, FileError> {
-    let bytes = std::fs::read(&job.file.abs)
-        .map_err(|e| read_error(job, None, format!("cannot read: {e}")))?;
-    String::from_utf8(bytes).map_err(|e| {
-        let valid = e.utf8_error().valid_up_to();
-        let prefix = String::from_utf8_lossy(&e.as_bytes()[..valid]).into_owned();
-        let (line, column) = line_col(&prefix, prefix.len());
-        read_error(
-            job,
-            Some(line),
-            format!("not valid UTF-8: invalid byte at line {line}, column {column}"),
-        )
+    with_text(job, str::to_string)
+}
+
+thread_local! {
+    /// Each worker reads into one reused buffer: most files are only hashed and scanned, and
+    /// need no allocation of their own.
+    static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Reads a file into this thread's buffer and hands its text to `f`.
+fn with_text<R>(job: &Job, f: impl FnOnce(&str) -> R) -> Result<R, FileError> {
+    use std::io::Read;
+    BUFFER.with_borrow_mut(|buf| {
+        buf.clear();
+        std::fs::File::open(&job.file.abs)
+            .and_then(|mut file| file.read_to_end(buf))
+            .map_err(|e| read_error(job, None, format!("cannot read: {e}")))?;
+        let result = match std::str::from_utf8(buf) {
+            Ok(text) => Ok(f(text)),
+            Err(e) => {
+                let prefix = String::from_utf8_lossy(&buf[..e.valid_up_to()]);
+                let (line, column) = line_col(&prefix, prefix.len());
+                Err(read_error(
+                    job,
+                    Some(line),
+                    format!("not valid UTF-8: invalid byte at line {line}, column {column}"),
+                ))
+            }
+        };
+        // One huge file should not hold its memory for the rest of the run.
+        if buf.capacity() > BUFFER_KEEP {
+            *buf = Vec::new();
+        }
+        result
     })
 }
+
+/// The largest read buffer a worker keeps between files.
+const BUFFER_KEEP: usize = 8 << 20;
 
 fn index_one(i: usize, job: &Job, text: String) -> Result<(Indexed, FileIndex), FileError> {
     let module = module_path_for(&job.crate_root, &job.file.abs);

@@ -16,7 +16,14 @@ fn results(paths: &[PathBuf], prefilter: bool, cache: Option<&Path>) -> (String,
     let o = engine::check(&settings).expect("runs");
     let sites = serde_json::to_string(&o.report.sites).expect("json");
     let findings = serde_json::to_string(&o.report.findings).expect("json");
-    (format!("{sites}\n{findings}"), o.stats)
+    // Findings are shown with their source; a cached finding must be too.
+    let shown: Vec<(&String, usize)> = o
+        .report
+        .sources
+        .iter()
+        .map(|(path, text)| (path, text.len()))
+        .collect();
+    (format!("{sites}\n{findings}\n{shown:?}"), o.stats)
 }
 
 #[test]
@@ -119,4 +126,34 @@ fn names_in_comments_and_strings_do_not_make_a_file_relevant() {
     assert_eq!(all.parsed, 4);
     assert_eq!(stats.parsed, 2, "{stats:?}");
     assert!(fast.contains("lock.rs") && fast.contains("pg.rs"), "{fast}");
+}
+
+#[test]
+fn cached_findings_in_files_the_closure_brought_in_keep_their_source() {
+    // jobs.rs never names the lock crate: the prefilter skips it until the closure finds that it
+    // uses `Locks`, which holds a lock manager.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    std::fs::write(dir.path().join("Cargo.toml"), "[package]\nname = \"w\"\n").expect("write");
+    std::fs::write(src.join("lib.rs"), "pub mod jobs;\npub mod locks;\n").expect("write");
+    std::fs::write(
+        src.join("locks.rs"),
+        "pub struct Locks {\n    pub manager: rslock::LockManager,\n}\n",
+    )
+    .expect("write");
+    std::fs::write(
+        src.join("jobs.rs"),
+        "use crate::locks::Locks;\n\npub async fn import(l: &Locks, file: &str) {\n    let _lock = l.manager.lock(file.as_bytes(), std::time::Duration::from_secs(60)).await;\n}\n",
+    )
+    .expect("write");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let p = [dir.path().to_path_buf()];
+    let (cold, _) = results(&p, true, None);
+    assert!(cold.contains("src/jobs.rs"), "{cold}");
+    let (first, _) = results(&p, true, Some(cache.path()));
+    let (warm, stats) = results(&p, true, Some(cache.path()));
+    assert_eq!(stats.cached_crates, 1);
+    assert_eq!(first, cold);
+    assert_eq!(warm, cold);
 }

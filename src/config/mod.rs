@@ -400,6 +400,9 @@ impl Config {
     }
 
     pub fn excludes(&self, file: &Path) -> bool {
+        if self.exclude.is_empty() {
+            return false;
+        }
         let rel = self.relative(file);
         self.exclude.iter().any(|g| g.is_match(&rel))
     }
