@@ -80,10 +80,19 @@ pub fn discover(paths: &[PathBuf], cwd: &Path, threads: usize) -> Result<Discove
                     message: broken_link_message(&abs),
                 });
             }
+            // A file named on the command line is taken as it is (whatever its extension, as a
+            // walk's root would be): no walker per file when a hook passes hundreds of them.
+            Ok(m) if m.is_file() || (m.file_type().is_symlink() && abs.is_file()) => {
+                out.files.push(Candidate {
+                    display: display_path(&abs, cwd),
+                    abs,
+                });
+            }
             Ok(_) => roots.push(abs),
         }
     }
     if roots.is_empty() {
+        sort(&mut out);
         return Ok(out);
     }
     let mut builder = WalkBuilder::new(&roots[0]);
@@ -116,8 +125,13 @@ pub fn discover(paths: &[PathBuf], cwd: &Path, threads: usize) -> Result<Discove
         out.files.extend(d.files);
         out.errors.extend(d.errors);
     }
-    // By the path's bytes: a total, deterministic order, and much cheaper than comparing paths
-    // component by component.
+    sort(&mut out);
+    Ok(out)
+}
+
+/// By the path's bytes: a total, deterministic order, and much cheaper than comparing paths
+/// component by component. A file named twice (or also found by a walk) is kept once.
+fn sort(out: &mut Discovered) {
     out.files.sort_unstable_by(|a, b| {
         (a.abs.as_os_str().as_encoded_bytes())
             .cmp(b.abs.as_os_str().as_encoded_bytes())
@@ -125,7 +139,6 @@ pub fn discover(paths: &[PathBuf], cwd: &Path, threads: usize) -> Result<Discove
     });
     out.files.dedup();
     out.errors.sort();
-    Ok(out)
 }
 
 struct Local<'s> {

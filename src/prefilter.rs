@@ -5,7 +5,9 @@
 //! or names a type, alias, function or constant of its crate that leads to one (a struct with a
 //! `LockManager` field, a helper returning one, a wrapper, the `const TTL` a site reads). The first
 //! set is found by one multi-pattern scan; the rest by a closure over what the parsed files declare
-//! and use. `--no-prefilter` parses everything, and the tests hold the two to the same findings.
+//! and use. A word counts only where it can matter ([`Where`]): a crate's name in a doc comment or a
+//! string names no crate. `--no-prefilter` parses everything, and the tests hold the two to the same
+//! findings.
 
 use std::collections::HashSet;
 

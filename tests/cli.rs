@@ -458,6 +458,37 @@ fn github_format_and_paths() {
 }
 
 #[test]
+fn files_named_on_the_command_line_are_taken_as_given() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("lock.rs"), UNFENCED).expect("write");
+    std::fs::write(d.join("lock.txt"), UNFENCED).expect("write");
+    std::os::unix::fs::symlink(d.join("lock.rs"), d.join("link.rs")).expect("symlink");
+    // The same file twice (once through `./`), a file without the .rs extension, a symlink.
+    let o = lockaudit(
+        d,
+        &[
+            "check",
+            "lock.rs",
+            "./lock.rs",
+            "lock.txt",
+            "link.rs",
+            "--format",
+            "json",
+        ],
+    );
+    let report = json(&o);
+    let mut paths: Vec<&str> = report["sites"]
+        .as_array()
+        .expect("sites")
+        .iter()
+        .filter_map(|s| s["path"].as_str())
+        .collect();
+    paths.sort_unstable();
+    assert_eq!(paths, ["link.rs", "lock.rs", "lock.txt"], "{report}");
+}
+
+#[test]
 fn closed_pipe_ends_quietly() {
     let o = Command::new("sh")
         .arg("-c")

@@ -1,11 +1,12 @@
-//! `lockaudit-bench DIR [--threads N]`: how lockaudit's speed compares, in one run on the same
-//! files, with a bare "read + syn::parse_file every file" pass; how it scales with the corpus and
-//! with threads; what a warm cache buys; its peak memory; and whether the shortcuts (prefilter,
-//! cache) change any result. `lockaudit-bench --generate DIR --crates N --files M` writes a
-//! synthetic corpus.
+//! `lockaudit-bench DIR [--threads N] [--runs ROUNDS]`: how lockaudit's speed compares, in one run
+//! on the same files, with a bare "read + syn::parse_file every file" pass; how it scales with the
+//! corpus and with threads; what a warm cache buys; its peak memory; and whether the shortcuts
+//! (prefilter, cache) change any result. `lockaudit-bench --generate DIR --crates N --files M`
+//! writes a synthetic corpus.
 //!
 //! Times are wall-clock seconds of child `lockaudit check` processes (the real binary, end to
-//! end) and of the in-process parse pass; ratios are what the goals are stated in.
+//! end) and of the in-process parse pass. The checks run in rounds, every configuration once per
+//! round; ratios are taken within a round and the median over rounds is printed.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
