@@ -683,8 +683,10 @@ fn with_text<R>(job: &Job, f: impl FnOnce(&str) -> R) -> Result<R, FileError> {
     use std::io::Read;
     BUFFER.with_borrow_mut(|buf| {
         buf.clear();
+        // Through `take`, read_to_end skips File's size-hint stat: one syscall less per file, and
+        // the reused buffer usually has room already.
         std::fs::File::open(&job.file.abs)
-            .and_then(|mut file| file.read_to_end(buf))
+            .and_then(|file| file.take(u64::MAX).read_to_end(buf))
             .map_err(|e| read_error(job, None, format!("cannot read: {e}")))?;
         let result = match std::str::from_utf8(buf) {
             Ok(text) => Ok(f(text)),
