@@ -105,11 +105,18 @@ fn main() {
     // are taken within a round; the median over rounds is reported.
     let runs = num("--runs", 5).max(1);
     let whole = std::slice::from_ref(&dir);
-    // Scaling: a quarter and a half of the corpus, drawn as every 4th and every 2nd file so that
-    // each keeps the corpus's mix of code. (Whole crates are shown too, for information: there
-    // the time follows how many lock-relevant files the chosen crates happen to hold.)
-    let every_file = |n: usize| -> Vec<PathBuf> { paths.iter().step_by(n).cloned().collect() };
-    let (q, h) = (every_file(4), every_file(2));
+    // Scaling: the corpus split into quarters and into halves (every 4th / 2nd file, from each
+    // offset, so that each part keeps the corpus's mix). Time is linear in the corpus when the
+    // parts together take as long as the whole: summing over a partition compares the same files,
+    // where one part alone would depend on which few large relevant files it happened to draw.
+    // (Whole crates are shown too, for information: there the time follows how many
+    // lock-relevant files the chosen crates hold.)
+    let split = |n: usize| -> Vec<Vec<PathBuf>> {
+        (0..n)
+            .map(|k| paths.iter().skip(k).step_by(n).cloned().collect())
+            .collect()
+    };
+    let (quarters, halves) = (split(4), split(2));
     let mut tops: Vec<PathBuf> = std::fs::read_dir(&dir)
         .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
         .unwrap_or_default();
@@ -120,7 +127,7 @@ fn main() {
     let cache_arg = cache_dir.to_string_lossy().into_owned();
     let no_cache: &[&str] = &["--no-cache"];
     let with_cache: &[&str] = &["--cache-dir", &cache_arg];
-    let configs: [Config; 8] = [
+    let configs: [Config; 6] = [
         (
             "lockaudit check (prefilter, no cache)",
             no_cache,
@@ -144,20 +151,6 @@ fn main() {
             lines,
         ),
         (
-            "lockaudit check, every 4th file",
-            no_cache,
-            &q,
-            threads,
-            count_lines(&q),
-        ),
-        (
-            "lockaudit check, every 2nd file",
-            no_cache,
-            &h,
-            threads,
-            count_lines(&h),
-        ),
-        (
             "lockaudit check, every 4th crate",
             no_cache,
             &qc,
@@ -179,6 +172,8 @@ fn main() {
     // One untimed run first, so that every timed run finds the same warm page cache.
     run_check(&exe, no_cache, whole, threads, &tmp);
     let mut samples: Vec<Vec<Run>> = configs.iter().map(|_| Vec::new()).collect();
+    // Per round, the summed seconds of the quarters and of the halves, and their peak RSS.
+    let (mut quarter_sums, mut half_sums, mut parts_peak) = (Vec::new(), Vec::new(), 0);
     for _ in 0..runs {
         for (k, (_, extra, targets, t, _)) in configs.iter().enumerate() {
             if k == FIRST {
@@ -186,6 +181,14 @@ fn main() {
                 let _ = std::fs::remove_dir_all(&cache_dir);
             }
             samples[k].push(run_check(&exe, extra, targets, *t, &tmp));
+        }
+        for (parts, sums) in [(&quarters, &mut quarter_sums), (&halves, &mut half_sums)] {
+            let timed: Vec<Run> = parts
+                .iter()
+                .map(|p| run_check(&exe, no_cache, p, threads, &tmp))
+                .collect();
+            parts_peak = timed.iter().map(|r| r.peak_kb).fold(parts_peak, i64::max);
+            sums.push(timed.iter().map(|r| r.secs).sum::<f64>());
         }
     }
     let full = run_check(
@@ -212,6 +215,17 @@ fn main() {
             peak_mb(&samples[k])
         );
     }
+    for (name, sums) in [
+        ("lockaudit check, 4 quarters (summed)", &quarter_sums),
+        ("lockaudit check, 2 halves (summed)", &half_sums),
+    ] {
+        let s = median(sums.clone());
+        println!(
+            "{name:<44} {s:>9.2} {:>12.0} {:>10.1}",
+            lines as f64 / s,
+            parts_peak as f64 / 1024.0
+        );
+    }
     println!(
         "{:<44} {:>9.2} {:>12.0} {:>10.1}",
         "lockaudit check --no-prefilter (one run)",
@@ -232,9 +246,18 @@ fn main() {
     };
     let check_vs_bare = secs(COLD) / bare;
     let threads_gain = ratio(ONE, COLD);
-    let scale_q = ratio(4, COLD);
-    let scale_h = ratio(5, COLD);
-    let (scale_qc, scale_hc) = (ratio(6, COLD), ratio(7, COLD));
+    // The parts together against the whole, per round.
+    let against_whole = |sums: &[f64]| {
+        median(
+            sums.iter()
+                .zip(&samples[COLD])
+                .map(|(sum, whole)| sum / whole.secs)
+                .collect(),
+        )
+    };
+    let scale_q = against_whole(&quarter_sums);
+    let scale_h = against_whole(&half_sums);
+    let (scale_qc, scale_hc) = (ratio(4, COLD), ratio(5, COLD));
     let cache_gain = ratio(FIRST, WARM);
     let rss = peak_mb(&samples[COLD]);
     let cold = &samples[COLD][0];
@@ -268,20 +291,20 @@ fn main() {
         "  the same for the bare parse"
     );
     row(
-        "time per line, 1/4 corpus vs full",
+        "time per line, quarters vs whole",
         scale_q,
         "0.85-1.15",
         (0.85..=1.15).contains(&scale_q),
     );
     row(
-        "time per line, 1/2 corpus vs full",
+        "time per line, halves vs whole",
         scale_h,
         "0.85-1.15",
         (0.85..=1.15).contains(&scale_h),
     );
     println!(
         "{:<45} {scale_qc:>8.2} / {scale_hc:.2} (for information)",
-        "time per line, 1/4 and 1/2 crates vs full"
+        "time per line, every 4th / 2nd crate vs whole"
     );
     row(
         "cold / warm cache",
