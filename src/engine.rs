@@ -108,8 +108,8 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
     let mut roots: HashMap<PathBuf, Option<PathBuf>> = HashMap::new();
     let mut root_ids: HashMap<PathBuf, Arc<Path>> = HashMap::new();
     let mut jobs = Vec::new();
-    // Files come sorted, so a folder's files are consecutive: its config and crate are looked
-    // up once, not per file.
+    // Files come sorted, so a folder's files are mostly consecutive: its config and crate are
+    // looked up once per run of them (then found in the lookups' own memos), not per file.
     let mut folder: Option<(PathBuf, Arc<Config>, Arc<Path>)> = None;
     for file in found.files {
         let dir = file.abs.parent().unwrap_or(Path::new(""));
