@@ -131,6 +131,19 @@ struct Comment {
     style: CommentStyle,
 }
 
+/// Code between regions: counts its lines, and marks those holding anything but whitespace.
+fn code(bytes: &[u8], line: &mut usize, code_lines: &mut std::collections::BTreeSet<usize>) {
+    for &c in bytes {
+        match c {
+            b'\n' => *line += 1,
+            b' ' | b'\t' | b'\r' => {}
+            _ => {
+                code_lines.insert(*line);
+            }
+        }
+    }
+}
+
 /// The file's comments, and the lines that hold code (string lines included), from the lexer.
 fn lex_comments(text: &str, code_lines: &mut std::collections::BTreeSet<usize>) -> Vec<Comment> {
     let b = text.as_bytes();
@@ -138,15 +151,7 @@ fn lex_comments(text: &str, code_lines: &mut std::collections::BTreeSet<usize>) 
     let mut line = 1;
     let mut at = 0;
     for r in lex::regions(text) {
-        for &c in &b[at..r.range.start] {
-            match c {
-                b'\n' => line += 1,
-                b' ' | b'\t' | b'\r' => {}
-                _ => {
-                    code_lines.insert(line);
-                }
-            }
-        }
+        code(&b[at..r.range.start], &mut line, code_lines);
         let start_line = line;
         line += memchr::memchr_iter(b'\n', &b[r.range.clone()]).count();
         match r.kind {
@@ -161,15 +166,7 @@ fn lex_comments(text: &str, code_lines: &mut std::collections::BTreeSet<usize>) 
         }
         at = r.range.end;
     }
-    for &c in &b[at..] {
-        match c {
-            b'\n' => line += 1,
-            b' ' | b'\t' | b'\r' => {}
-            _ => {
-                code_lines.insert(line);
-            }
-        }
-    }
+    code(&b[at..], &mut line, code_lines);
     out
 }
 

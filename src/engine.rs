@@ -105,8 +105,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
     let found = discover::discover(&settings.paths, &cwd, settings.threads)?;
     clock.lap("discover");
     let mut configs = Configs::new(builtin, settings.config.as_deref())?;
-    let mut roots: HashMap<PathBuf, Option<PathBuf>> = HashMap::new();
-    let mut root_ids: HashMap<PathBuf, Arc<Path>> = HashMap::new();
+    let mut roots: HashMap<PathBuf, Option<Arc<Path>>> = HashMap::new();
     let mut jobs = Vec::new();
     // Files come sorted, so a folder's files are mostly consecutive: its config and crate are
     // looked up once per run of them (then found in the lookups' own memos), not per file.
@@ -120,10 +119,6 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
             _ => {
                 let config = configs.for_dir(dir)?;
                 let root = crate_root(dir, &mut roots);
-                let root = root_ids
-                    .entry(root.clone())
-                    .or_insert_with(|| Arc::from(root))
-                    .clone();
                 folder = Some((dir.to_path_buf(), config.clone(), root.clone()));
                 (config, root)
             }
@@ -191,16 +186,18 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
                 {
                     // Cached findings are shown with their source: kept by the prefilter, or
                     // read again when the closure had brought the file in.
+                    let shown: HashSet<&str> = entry
+                        .files
+                        .iter()
+                        .filter(|f| !f.findings.is_empty())
+                        .map(|f| f.display.as_str())
+                        .collect();
                     let sources = members
                         .iter()
                         .zip(contents)
                         .filter_map(|(&i, c)| {
                             let display = &jobs[i].file.display;
-                            let shown = entry
-                                .files
-                                .iter()
-                                .any(|f| &f.display == display && !f.findings.is_empty());
-                            if !shown {
+                            if !shown.contains(display.as_str()) {
                                 return None;
                             }
                             let text = match c {
@@ -498,7 +495,8 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
 
 /// The nearest folder at or above `dir` with a `Cargo.toml` (or `dir` itself when none has one).
 /// Every folder passed on the way up is remembered, so that each is looked at once per run.
-fn crate_root(dir: &Path, known: &mut HashMap<PathBuf, Option<PathBuf>>) -> PathBuf {
+/// The memo holds one shared path per crate, which its files' jobs then share.
+fn crate_root(dir: &Path, known: &mut HashMap<PathBuf, Option<Arc<Path>>>) -> Arc<Path> {
     let mut passed: Vec<&Path> = Vec::new();
     let mut found = None;
     for d in dir.ancestors() {
@@ -508,14 +506,14 @@ fn crate_root(dir: &Path, known: &mut HashMap<PathBuf, Option<PathBuf>>) -> Path
         }
         passed.push(d);
         if d.join("Cargo.toml").is_file() {
-            found = Some(d.to_path_buf());
+            found = Some(Arc::from(d));
             break;
         }
     }
     for d in passed {
         known.insert(d.to_path_buf(), found.clone());
     }
-    found.unwrap_or_else(|| dir.to_path_buf())
+    found.unwrap_or_else(|| Arc::from(dir))
 }
 
 /// Orders work so that the largest files start first: one big file started last would leave the
