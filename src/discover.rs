@@ -25,7 +25,7 @@ pub struct Discovered {
 
 /// Removes `.` and resolves `..` lexically, so that display paths do not depend on how a path was typed.
 pub fn normalize(p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
+    let mut out = PathBuf::with_capacity(p.as_os_str().len());
     for c in p.components() {
         match c {
             Component::CurDir => {}
@@ -43,11 +43,14 @@ pub fn normalize(p: &Path) -> PathBuf {
 /// Relative to `cwd` when under it, `/` separators.
 pub fn display_path(abs: &Path, cwd: &Path) -> String {
     let shown = abs.strip_prefix(cwd).unwrap_or(abs);
-    let s: Vec<String> = shown
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect();
-    let joined = s.join("/");
+    // Built in place: this runs once per file of the tree.
+    let mut joined = String::with_capacity(shown.as_os_str().len() + 1);
+    for (i, c) in shown.components().enumerate() {
+        if i > 0 {
+            joined.push('/');
+        }
+        joined.push_str(&c.as_os_str().to_string_lossy());
+    }
     if abs.is_absolute() && !abs.starts_with(cwd) {
         format!("/{}", joined.trim_start_matches('/'))
     } else {
@@ -58,9 +61,8 @@ pub fn display_path(abs: &Path, cwd: &Path) -> String {
 pub fn discover(paths: &[PathBuf], cwd: &Path, threads: usize) -> Result<Discovered, ToolError> {
     let mut roots = Vec::new();
     let mut out = Discovered::default();
-    for p in paths {
-        let abs = normalize(&cwd.join(p));
-        match std::fs::symlink_metadata(&abs) {
+    for (p, (abs, named)) in paths.iter().zip(classify(paths, cwd, threads)) {
+        match named {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(ToolError::Io {
                     path: p.clone(),
@@ -73,22 +75,15 @@ pub fn discover(paths: &[PathBuf], cwd: &Path, threads: usize) -> Result<Discove
                     message: e.to_string(),
                 });
             }
-            Ok(m) if m.file_type().is_symlink() && std::fs::metadata(&abs).is_err() => {
-                out.errors.push(FileError {
-                    path: display_path(&abs, cwd),
-                    line: None,
-                    message: broken_link_message(&abs),
-                });
-            }
+            Ok(Named::BrokenLink) => out.errors.push(FileError {
+                path: display_path(&abs, cwd),
+                line: None,
+                message: broken_link_message(&abs),
+            }),
             // A file named on the command line is taken as it is (whatever its extension, as a
             // walk's root would be): no walker per file when a hook passes hundreds of them.
-            Ok(m) if m.is_file() || (m.file_type().is_symlink() && abs.is_file()) => {
-                out.files.push(Candidate {
-                    display: display_path(&abs, cwd),
-                    abs,
-                });
-            }
-            Ok(_) => roots.push(abs),
+            Ok(Named::File(display)) => out.files.push(Candidate { abs, display }),
+            Ok(Named::Folder) => roots.push(abs),
         }
     }
     if roots.is_empty() {
@@ -127,6 +122,53 @@ pub fn discover(paths: &[PathBuf], cwd: &Path, threads: usize) -> Result<Discove
     }
     sort(&mut out);
     Ok(out)
+}
+
+/// What a path named on the command line is.
+enum Named {
+    /// A file (or a link to one), with its display path.
+    File(String),
+    /// A folder, or anything else: a walk from there sorts it out.
+    Folder,
+    BrokenLink,
+}
+
+/// Looks at the named paths, in order. A hook may name thousands of files, each needing a stat
+/// and its display path, so long lists are split over the worker threads.
+fn classify(
+    paths: &[PathBuf],
+    cwd: &Path,
+    threads: usize,
+) -> Vec<(PathBuf, std::io::Result<Named>)> {
+    let one = |p: &PathBuf| {
+        let abs = normalize(&cwd.join(p));
+        let named = std::fs::symlink_metadata(&abs).map(|m| {
+            let file = m.is_file() || (m.file_type().is_symlink() && abs.is_file());
+            if file {
+                Named::File(display_path(&abs, cwd))
+            } else if m.file_type().is_symlink() && std::fs::metadata(&abs).is_err() {
+                Named::BrokenLink
+            } else {
+                Named::Folder
+            }
+        });
+        (abs, named)
+    };
+    const PER_THREAD: usize = 256;
+    if threads < 2 || paths.len() < 2 * PER_THREAD {
+        return paths.iter().map(one).collect();
+    }
+    let chunk = paths.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let parts: Vec<_> = paths
+            .chunks(chunk)
+            .map(|c| s.spawn(move || c.iter().map(one).collect::<Vec<_>>()))
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
 }
 
 /// By the path's bytes: a total, deterministic order, and much cheaper than comparing paths

@@ -52,6 +52,8 @@ struct Indexed {
     job: usize,
     source: SourceFile,
     module: String,
+    /// The constants the file may read, for the prefilter's closure (empty without a prefilter).
+    constants: HashSet<String>,
 }
 
 pub struct Outcome {
@@ -118,7 +120,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
             }
             _ => {
                 let config = configs.for_dir(dir)?;
-                let root = crate_root(dir, &mut roots);
+                let root = crate_root(dir, &mut roots, &mut configs);
                 folder = Some((dir.to_path_buf(), config.clone(), root.clone()));
                 (config, root)
             }
@@ -253,6 +255,10 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
 
     // Phase 1: parse and index what is wanted; then widen to the files that declare what those
     // use (types leading to lock types, constants), until nothing new is wanted.
+    let members_of: HashMap<&Path, &[usize]> = crate_jobs
+        .iter()
+        .map(|(root, members)| (*root, members.as_slice()))
+        .collect();
     let mut indexes: Vec<Option<FileIndex>> = (0..jobs.len()).map(|_| None).collect();
     loop {
         let wanted: Vec<(usize, String)> = state
@@ -275,7 +281,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
             wanted
                 .into_par_iter()
                 .with_max_len(1)
-                .map(|(i, text)| (i, index_one(i, &jobs[i], text)))
+                .map(|(i, text)| (i, index_one(i, &jobs[i], text, settings.prefilter)))
                 .collect()
         });
         parsed.sort_unstable_by_key(|(i, _)| *i);
@@ -293,7 +299,15 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         if !settings.prefilter {
             continue;
         }
-        widen(&jobs, &mut state, &indexes, &touched, &pool, &mut errors);
+        widen(
+            &jobs,
+            &mut state,
+            &indexes,
+            &touched,
+            &members_of,
+            &pool,
+            &mut errors,
+        );
     }
     let indexed: Vec<&Indexed> = state
         .iter()
@@ -496,7 +510,11 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
 /// The nearest folder at or above `dir` with a `Cargo.toml` (or `dir` itself when none has one).
 /// Every folder passed on the way up is remembered, so that each is looked at once per run.
 /// The memo holds one shared path per crate, which its files' jobs then share.
-fn crate_root(dir: &Path, known: &mut HashMap<PathBuf, Option<Arc<Path>>>) -> Arc<Path> {
+fn crate_root(
+    dir: &Path,
+    known: &mut HashMap<PathBuf, Option<Arc<Path>>>,
+    folders: &mut Configs,
+) -> Arc<Path> {
     let mut passed: Vec<&Path> = Vec::new();
     let mut found = None;
     for d in dir.ancestors() {
@@ -505,7 +523,7 @@ fn crate_root(dir: &Path, known: &mut HashMap<PathBuf, Option<Arc<Path>>>) -> Ar
             break;
         }
         passed.push(d);
-        if d.join("Cargo.toml").is_file() {
+        if folders.has_manifest(d) {
             found = Some(Arc::from(d));
             break;
         }
@@ -611,24 +629,35 @@ fn widen(
     state: &mut [FileState],
     indexes: &[Option<FileIndex>],
     touched: &[Arc<Path>],
+    members_of: &HashMap<&Path, &[usize]>,
     pool: &rayon::ThreadPool,
     errors: &mut Vec<FileError>,
 ) {
-    let mut terms: HashMap<&Arc<Path>, (prefilter::Words, prefilter::Words)> = HashMap::new();
+    let mut terms: HashMap<&Path, (prefilter::Words, prefilter::Words)> = HashMap::new();
+    let mut candidates: Vec<usize> = Vec::new();
+    let mut seen: HashSet<&Path> = HashSet::new();
     for root in touched {
-        if terms.contains_key(root) {
+        let root: &Path = root;
+        if !seen.insert(root) {
             continue;
         }
-        let members: Vec<usize> = (0..jobs.len())
-            .filter(|&i| &jobs[i].crate_root == root)
-            .collect();
+        let Some(&members) = members_of.get(root) else {
+            continue;
+        };
+        let skipped = members
+            .iter()
+            .filter(|&&i| matches!(state[i], FileState::Skipped));
+        // Terms are built only for crates with files left to bring in.
+        if skipped.clone().next().is_none() {
+            continue;
+        }
+        candidates.extend(skipped);
         let files = members.iter().filter_map(|&i| indexes[i].as_ref());
-        let packs = &jobs[members[0]].config.packs;
-        let names = prefilter::interesting_names(files, packs);
-        let mut consts = std::collections::HashSet::new();
-        for &i in &members {
+        let names = prefilter::interesting_names(files, &jobs[members[0]].config.packs);
+        let mut consts = HashSet::new();
+        for &i in members {
             if let FileState::Indexed(ix) = &state[i] {
-                consts.extend(prefilter::constant_like(&ix.source.text));
+                consts.extend(ix.constants.iter().cloned());
             }
         }
         terms.insert(
@@ -639,11 +668,6 @@ fn widen(
             ),
         );
     }
-    let candidates: Vec<usize> = (0..jobs.len())
-        .filter(|&i| {
-            matches!(state[i], FileState::Skipped) && terms.contains_key(&jobs[i].crate_root)
-        })
-        .collect();
     let reread: Vec<(usize, Result<String, FileError>)> = pool.install(|| {
         candidates
             .into_par_iter()
@@ -653,7 +677,7 @@ fn widen(
     for (i, r) in reread {
         match r {
             Ok(text) => {
-                let (names, consts) = &terms[&jobs[i].crate_root];
+                let (names, consts) = &terms[&*jobs[i].crate_root];
                 if names.any_in(&text) || consts.any_in(&text) {
                     state[i] = FileState::Wanted(text);
                 }
@@ -709,7 +733,12 @@ fn with_text<R>(job: &Job, f: impl FnOnce(&str) -> R) -> Result<R, FileError> {
 /// The largest read buffer a worker keeps between files.
 const BUFFER_KEEP: usize = 8 << 20;
 
-fn index_one(i: usize, job: &Job, text: String) -> Result<(Indexed, FileIndex), FileError> {
+fn index_one(
+    i: usize,
+    job: &Job,
+    text: String,
+    prefilter: bool,
+) -> Result<(Indexed, FileIndex), FileError> {
     let module = module_path_for(&job.crate_root, &job.file.abs);
     let result = match syn::parse_file(&text) {
         Ok(ast) => {
@@ -733,12 +762,19 @@ fn index_one(i: usize, job: &Job, text: String) -> Result<(Indexed, FileIndex), 
     // Spans of this file are no longer needed; without this every parsed file stays in memory.
     proc_macro2::extra::invalidate_current_thread_spans();
     let fi = result?;
+    // Found here, on the worker, once per file; the closure's rounds only take unions.
+    let constants = if prefilter {
+        prefilter::constant_like(&text)
+    } else {
+        HashSet::new()
+    };
     let source = SourceFile::new(job.file.abs.clone(), job.file.display.clone(), text);
     Ok((
         Indexed {
             job: i,
             source,
             module,
+            constants,
         },
         fi,
     ))

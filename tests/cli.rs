@@ -488,6 +488,60 @@ fn files_named_on_the_command_line_are_taken_as_given() {
     assert_eq!(paths, ["link.rs", "lock.rs", "lock.txt"], "{report}");
 }
 
+/// A hook may name hundreds of files; long lists are looked at on several threads, and the
+/// result must not depend on that: every file, link and folder is taken as when named alone,
+/// and the first missing path in the order given is the one reported.
+#[test]
+fn long_lists_of_named_files_keep_their_meaning() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::create_dir(d.join("sub")).expect("mkdir");
+    std::fs::write(d.join("sub/inner.rs"), UNFENCED).expect("write");
+    std::os::unix::fs::symlink(d.join("gone.rs"), d.join("broken.rs")).expect("symlink");
+    let mut names: Vec<String> = (0..700).map(|i| format!("f{i}.rs")).collect();
+    for n in &names {
+        std::fs::write(d.join(n), UNFENCED).expect("write");
+    }
+    names.insert(350, "sub".into());
+    names.insert(600, "broken.rs".into());
+    let args = |names: &[String]| -> Vec<String> {
+        let mut a: Vec<String> = ["check", "--threads", "2", "--no-cache", "--format", "json"]
+            .map(String::from)
+            .to_vec();
+        a.extend(names.iter().cloned());
+        a
+    };
+    let run = |names: &[String]| {
+        let a = args(names);
+        lockaudit(d, &a.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let o = run(&names);
+    let report = json(&o);
+    let sites = report["sites"].as_array().expect("sites");
+    assert_eq!(sites.len(), 701, "every named file and the folder's file");
+    assert!(
+        sites.iter().any(|s| s["path"] == "sub/inner.rs"),
+        "{report}"
+    );
+    let errors = report["errors"].as_array().expect("errors");
+    assert_eq!(errors.len(), 1, "{report}");
+    assert_eq!(errors[0]["path"], "broken.rs");
+    assert!(
+        errors[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("broken symbolic link")),
+        "{report}"
+    );
+
+    let mut missing = names.clone();
+    missing.insert(300, "missing-a.rs".into());
+    missing.insert(650, "missing-b.rs".into());
+    let o = run(&missing);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("missing-a.rs"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("missing-b.rs"), "{}", stderr(&o));
+}
+
 #[test]
 fn closed_pipe_ends_quietly() {
     let o = Command::new("sh")

@@ -434,8 +434,42 @@ pub struct Configs {
     by_file: HashMap<PathBuf, Arc<Config>>,
     by_dir: HashMap<PathBuf, Arc<Config>>,
     defaults: Option<Arc<Config>>,
-    /// Cargo manifests read and found without a lockaudit section.
-    plain_manifests: std::collections::HashSet<PathBuf>,
+    /// What each folder looked at holds; crate roots are found through it too, so that each
+    /// folder is probed once per run.
+    folders: HashMap<PathBuf, Folder>,
+}
+
+/// What one folder holds that configuration and crate boundaries depend on.
+#[derive(Clone, Copy)]
+struct Folder {
+    config: bool,
+    manifest: Manifest,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Manifest {
+    Absent,
+    /// A Cargo.toml without a lockaudit section (most never mention lockaudit at all).
+    Plain,
+    /// A Cargo.toml that may hold a lockaudit section (or could not be read: loading it says why).
+    Mentions,
+}
+
+impl Folder {
+    fn probe(d: &Path) -> Folder {
+        let manifest = match std::fs::read_to_string(d.join("Cargo.toml")) {
+            Ok(text) if !text.contains("lockaudit") => Manifest::Plain,
+            Ok(_) => Manifest::Mentions,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Manifest::Absent,
+            // A folder named Cargo.toml is no manifest; other errors are reported on loading.
+            Err(_) if d.join("Cargo.toml").is_dir() => Manifest::Absent,
+            Err(_) => Manifest::Mentions,
+        };
+        Folder {
+            config: d.join(FILE_NAME).is_file(),
+            manifest,
+        }
+    }
 }
 
 impl Configs {
@@ -458,8 +492,22 @@ impl Configs {
             by_file: HashMap::new(),
             by_dir: HashMap::new(),
             defaults: None,
-            plain_manifests: Default::default(),
+            folders: HashMap::new(),
         })
+    }
+
+    fn folder(&mut self, d: &Path) -> Folder {
+        if let Some(f) = self.folders.get(d) {
+            return *f;
+        }
+        let f = Folder::probe(d);
+        self.folders.insert(d.to_path_buf(), f);
+        f
+    }
+
+    /// Whether `d` holds a Cargo manifest, i.e. is a crate's (or workspace's) root.
+    pub fn has_manifest(&mut self, d: &Path) -> bool {
+        self.folder(d).manifest != Manifest::Absent
     }
 
     /// The configuration in force for files in `dir` (absolute).
@@ -501,8 +549,9 @@ impl Configs {
 
     /// The configuration a folder itself holds, if any.
     fn own_config(&mut self, d: &Path) -> Result<Option<Arc<Config>>, ToolError> {
-        let file = d.join(FILE_NAME);
-        if file.is_file() {
+        let folder = self.folder(d);
+        if folder.config {
+            let file = d.join(FILE_NAME);
             if let Some(c) = self.by_file.get(&file) {
                 return Ok(Some(c.clone()));
             }
@@ -510,10 +559,10 @@ impl Configs {
             self.by_file.insert(file, c.clone());
             return Ok(Some(c));
         }
-        let manifest = d.join("Cargo.toml");
-        if self.plain_manifests.contains(&manifest) || !manifest.is_file() {
+        if folder.manifest != Manifest::Mentions {
             return Ok(None);
         }
+        let manifest = d.join("Cargo.toml");
         if let Some(c) = self.by_file.get(&manifest) {
             return Ok(Some(c.clone()));
         }
@@ -524,7 +573,13 @@ impl Configs {
                 Ok(Some(c))
             }
             None => {
-                self.plain_manifests.insert(manifest);
+                self.folders.insert(
+                    d.to_path_buf(),
+                    Folder {
+                        manifest: Manifest::Plain,
+                        ..folder
+                    },
+                );
                 Ok(None)
             }
         }
