@@ -4,6 +4,7 @@
 //! change anywhere in a crate recomputes that crate; an unchanged tree is served from here
 //! without parsing anything. Entries are plain JSON files under the cache directory.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -124,8 +125,19 @@ pub fn content_hash(bytes: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(bytes)
 }
 
+/// A short, stable tag for a crate's root. Entry names begin with it, so that a run can tell a
+/// crate the cache has seen before from a new one before reading any of its files.
+pub fn crate_tag(root: &Path) -> String {
+    format!(
+        "{:016x}",
+        xxhash_rust::xxh3::xxh3_64(root.as_os_str().as_encoded_bytes())
+    )
+}
+
 pub struct Cache {
     dir: PathBuf,
+    /// The tags of the crates with an entry when the run began.
+    seen: HashSet<String>,
 }
 
 impl Cache {
@@ -138,7 +150,20 @@ impl Cache {
         if !ignore.exists() {
             let _ = std::fs::write(ignore, "# Automatically created by lockaudit.\n*\n");
         }
-        Some(Cache { dir })
+        let seen = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.ok()?.file_name();
+                Some(name.to_str()?.split_once('-')?.0.to_string())
+            })
+            .collect();
+        Some(Cache { dir, seen })
+    }
+
+    /// Whether the cache held an entry for this crate (any version of its files) when it opened.
+    pub fn has_seen(&self, root: &Path) -> bool {
+        self.seen.contains(&crate_tag(root))
     }
 
     fn path(&self, key: &str) -> PathBuf {

@@ -39,6 +39,7 @@ enum CrateRead {
     Hit {
         entry: cache::Entry,
         sources: Vec<(String, Arc<str>)>,
+        hashed_only: bool,
     },
     /// To analyse: per member, its text when the prefilter wants it parsed. The key is where its
     /// results will be cached.
@@ -74,6 +75,8 @@ pub struct Stats {
     pub analysed: usize,
     /// Crates whose results came from the cache.
     pub cached_crates: usize,
+    /// Of those, the ones served after hashing their files alone (no text checked or scanned).
+    pub hashed_only: usize,
     /// Wall-clock time of each stage, in order.
     pub stages: Vec<(&'static str, std::time::Duration)>,
 }
@@ -141,10 +144,10 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         .build()
         .map_err(|e| ToolError::Usage(format!("cannot start worker threads: {e}")))?;
 
-    // Per crate, in parallel: read each file into a reused buffer, hash it for the cache key and
-    // keep its text only when the prefilter wants it parsed (the closure below re-reads the few
-    // others it wants); then ask the cache, which on a hit serves the crate and drops its texts.
-    // So every file is read once, and memory follows the relevant files, not the corpus.
+    // Per crate, in parallel: read each file once into a reused buffer, hash it for the cache
+    // key and keep its text only when the prefilter wants it parsed (the closure below re-reads
+    // the few others it wants); then ask the cache. Memory follows the relevant files, not the
+    // corpus.
     let triggers = prefilter::Words::classed(
         configs
             .loaded()
@@ -160,68 +163,35 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
     crate_jobs.sort_unstable_by(|a, b| {
         (a.0.as_os_str().as_encoded_bytes()).cmp(b.0.as_os_str().as_encoded_bytes())
     });
+    let wants = |t: &str| !settings.prefilter || triggers.any_in(t);
     let read_crates: Vec<CrateRead> = pool.install(|| {
         crate_jobs
             .par_iter()
             .with_max_len(1)
             .map(|(root, members)| {
-                // The hash is the cache key's; the text is kept only when the prefilter wants it.
-                let contents: Vec<Result<(u64, Option<String>), FileError>> = members
-                    .par_iter()
-                    .map(|&i| {
-                        with_text(&jobs[i], |t| {
-                            let hash = if cache.is_some() {
-                                cache::content_hash(t.as_bytes())
-                            } else {
-                                0
-                            };
-                            let wanted = !settings.prefilter || triggers.any_in(t);
-                            (hash, wanted.then(|| t.to_string()))
-                        })
-                    })
-                    .collect();
-                let key = cache
-                    .as_ref()
-                    .map(|_| crate_key(root, members, &jobs, &contents, settings));
-                if let (Some(cache), Some(key)) = (&cache, &key)
-                    && let Some(entry) = cache.get(key)
-                {
-                    // Cached findings are shown with their source: kept by the prefilter, or
-                    // read again when the closure had brought the file in.
-                    let shown: HashSet<&str> = entry
-                        .files
-                        .iter()
-                        .filter(|f| !f.findings.is_empty())
-                        .map(|f| f.display.as_str())
-                        .collect();
-                    let sources = members
-                        .iter()
-                        .zip(contents)
-                        .filter_map(|(&i, c)| {
-                            let display = &jobs[i].file.display;
-                            if !shown.contains(display.as_str()) {
-                                return None;
-                            }
-                            let text = match c {
-                                Ok((_, Some(text))) => text,
-                                _ => read_text(&jobs[i]).ok()?,
-                            };
-                            Some((display.clone(), Arc::from(text)))
-                        })
-                        .collect();
-                    return CrateRead::Hit { entry, sources };
+                let files = CrateFiles {
+                    root,
+                    members,
+                    jobs: &jobs,
+                };
+                match &cache {
+                    Some(cache) => files.read_cached(cache, &wants, settings),
+                    None => CrateRead::Miss {
+                        key: None,
+                        files: files
+                            .read(&wants, false)
+                            .into_iter()
+                            .map(|r| r.text)
+                            .collect(),
+                    },
                 }
-                let files = contents
-                    .into_iter()
-                    .map(|c| c.map(|(_, text)| text))
-                    .collect();
-                CrateRead::Miss { key, files }
             })
             .collect()
     });
     clock.lap("read");
     let mut errors = found.errors;
     let mut hits: Vec<cache::Entry> = Vec::new();
+    let mut hashed_only_crates = 0;
     let mut misses: Vec<(String, Vec<usize>)> = Vec::new();
     let mut sources: BTreeMap<String, Arc<str>> = BTreeMap::new();
     let mut state: Vec<FileState> = (0..jobs.len()).map(|_| FileState::Skipped).collect();
@@ -230,7 +200,9 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
             CrateRead::Hit {
                 entry,
                 sources: shown,
+                hashed_only,
             } => {
+                hashed_only_crates += usize::from(hashed_only);
                 members.iter().for_each(|&i| state[i] = FileState::Cached);
                 sources.extend(shown);
                 hits.push(entry);
@@ -475,6 +447,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         pool.install(|| entries.par_iter().for_each(|(key, e)| cache.put(key, e)));
     }
     stats.cached_crates = hits.len();
+    stats.hashed_only = hashed_only_crates;
     for entry in hits {
         errors.extend(entry.errors);
         for f in entry.files {
@@ -584,12 +557,12 @@ enum FileState {
     Indexed(Box<Indexed>),
 }
 
-/// Everything a crate's results depend on.
-fn crate_key(
+/// Everything a crate's results depend on; per member, its content hash or why it is unreadable.
+fn crate_key<'a>(
     root: &Path,
     members: &[usize],
     jobs: &[Job],
-    contents: &[Result<(u64, Option<String>), FileError>],
+    contents: impl Iterator<Item = Result<u64, &'a FileError>>,
     settings: &CheckSettings,
 ) -> String {
     let mut key = cache::Key::new();
@@ -615,11 +588,11 @@ fn crate_key(
                 .as_bytes(),
         );
         match content {
-            Ok((hash, _)) => key.part(&hash.to_le_bytes()),
+            Ok(hash) => key.part(&hash.to_le_bytes()),
             Err(e) => key.part(e.message.as_bytes()),
         };
     }
-    key.finish()
+    format!("{}-{}", cache::crate_tag(root), key.finish())
 }
 
 /// The prefilter's closure: skipped files of the crates just indexed that name one of their
@@ -700,8 +673,8 @@ thread_local! {
     static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Reads a file into this thread's buffer and hands its text to `f`.
-fn with_text<R>(job: &Job, f: impl FnOnce(&str) -> R) -> Result<R, FileError> {
+/// Reads a file into this thread's buffer and hands its bytes to `f`.
+fn with_bytes<R>(job: &Job, f: impl FnOnce(&[u8]) -> R) -> Result<R, FileError> {
     use std::io::Read;
     BUFFER.with_borrow_mut(|buf| {
         buf.clear();
@@ -710,24 +683,150 @@ fn with_text<R>(job: &Job, f: impl FnOnce(&str) -> R) -> Result<R, FileError> {
         std::fs::File::open(&job.file.abs)
             .and_then(|file| file.take(u64::MAX).read_to_end(buf))
             .map_err(|e| read_error(job, None, format!("cannot read: {e}")))?;
-        let result = match std::str::from_utf8(buf) {
-            Ok(text) => Ok(f(text)),
-            Err(e) => {
-                let prefix = String::from_utf8_lossy(&buf[..e.valid_up_to()]);
-                let (line, column) = line_col(&prefix, prefix.len());
-                Err(read_error(
-                    job,
-                    Some(line),
-                    format!("not valid UTF-8: invalid byte at line {line}, column {column}"),
-                ))
-            }
-        };
+        let result = f(buf);
         // One huge file should not hold its memory for the rest of the run.
         if buf.capacity() > BUFFER_KEEP {
             *buf = Vec::new();
         }
-        result
+        Ok(result)
     })
+}
+
+/// Reads a file into this thread's buffer and hands its text to `f`.
+fn with_text<R>(job: &Job, f: impl FnOnce(&str) -> R) -> Result<R, FileError> {
+    with_bytes(job, |b| match std::str::from_utf8(b) {
+        Ok(text) => Ok(f(text)),
+        Err(e) => Err(utf8_error(job, b, e)),
+    })?
+}
+
+fn utf8_error(job: &Job, bytes: &[u8], e: std::str::Utf8Error) -> FileError {
+    let prefix = String::from_utf8_lossy(&bytes[..e.valid_up_to()]);
+    let (line, column) = line_col(&prefix, prefix.len());
+    read_error(
+        job,
+        Some(line),
+        format!("not valid UTF-8: invalid byte at line {line}, column {column}"),
+    )
+}
+
+/// One file as the read stage leaves it.
+struct FileRead {
+    /// Of its bytes, when they could be read (and a cache wants it).
+    hash: Option<u64>,
+    /// The text when the prefilter wants it; the reason when it cannot be had.
+    text: Result<Option<String>, FileError>,
+}
+
+impl FileRead {
+    /// The file's part of the crate's cache key.
+    fn key_part(&self) -> Result<u64, &FileError> {
+        match (self.hash, &self.text) {
+            (Some(hash), _) => Ok(hash),
+            (None, Err(e)) => Err(e),
+            (None, Ok(_)) => Ok(0),
+        }
+    }
+}
+
+/// One crate's files, as the read stage sees them.
+struct CrateFiles<'a> {
+    root: &'a Path,
+    members: &'a [usize],
+    jobs: &'a [Job],
+}
+
+type Wants<'w> = dyn Fn(&str) -> bool + Sync + 'w;
+
+impl CrateFiles<'_> {
+    /// Reads every member once, keeping its text when `wants` it.
+    fn read(&self, wants: &Wants, hash: bool) -> Vec<FileRead> {
+        self.members
+            .par_iter()
+            .map(|&i| {
+                let job = &self.jobs[i];
+                let read = with_bytes(job, |b| {
+                    let text = match std::str::from_utf8(b) {
+                        Ok(t) => Ok(wants(t).then(|| t.to_string())),
+                        Err(e) => Err(utf8_error(job, b, e)),
+                    };
+                    (hash.then(|| cache::content_hash(b)), text)
+                });
+                match read {
+                    Ok((hash, text)) => FileRead { hash, text },
+                    Err(e) => FileRead {
+                        hash: None,
+                        text: Err(e),
+                    },
+                }
+            })
+            .collect()
+    }
+
+    /// Reads the crate and asks the cache. A crate the cache has seen before is only hashed
+    /// first: unchanged, it is served without a UTF-8 check or a scan of its files; changed, it
+    /// is read again. A new crate is read once.
+    fn read_cached(&self, cache: &Cache, wants: &Wants, settings: &CheckSettings) -> CrateRead {
+        let key_of = |parts: &mut dyn Iterator<Item = Result<u64, &FileError>>| {
+            crate_key(self.root, self.members, self.jobs, parts, settings)
+        };
+        if cache.has_seen(self.root) {
+            let hashes: Vec<Result<u64, FileError>> = self
+                .members
+                .par_iter()
+                .map(|&i| with_bytes(&self.jobs[i], cache::content_hash))
+                .collect();
+            let key = key_of(&mut hashes.iter().map(|h| h.as_ref().copied()));
+            if let Some(entry) = cache.get(&key) {
+                return self.hit(entry, true, |_| None);
+            }
+        }
+        let reads = self.read(wants, true);
+        let key = key_of(&mut reads.iter().map(FileRead::key_part));
+        if let Some(entry) = cache.get(&key) {
+            let mut texts: Vec<Option<String>> =
+                reads.into_iter().map(|r| r.text.ok().flatten()).collect();
+            return self.hit(entry, false, |k| texts[k].take());
+        }
+        CrateRead::Miss {
+            key: Some(key),
+            files: reads.into_iter().map(|r| r.text).collect(),
+        }
+    }
+
+    /// Served by the cache: cached findings are shown with their source, the text in hand for
+    /// the `k`th member or read again.
+    fn hit(
+        &self,
+        entry: cache::Entry,
+        hashed_only: bool,
+        mut in_hand: impl FnMut(usize) -> Option<String>,
+    ) -> CrateRead {
+        let shown: HashSet<&str> = entry
+            .files
+            .iter()
+            .filter(|f| !f.findings.is_empty())
+            .map(|f| f.display.as_str())
+            .collect();
+        let sources = self
+            .members
+            .iter()
+            .enumerate()
+            .filter_map(|(k, &i)| {
+                let display = &self.jobs[i].file.display;
+                if !shown.contains(display.as_str()) {
+                    return None;
+                }
+                let text = in_hand(k).or_else(|| read_text(&self.jobs[i]).ok())?;
+                Some((display.clone(), Arc::from(text)))
+            })
+            .collect();
+        CrateRead::Hit {
+            entry,
+            sources,
+            hashed_only,
+        }
+    }
 }
 
 /// The largest read buffer a worker keeps between files.

@@ -65,8 +65,8 @@ fn run(args: Args) -> Result<u8, ToolError> {
 
                 let s = &outcome.stats;
                 eprintln!(
-                    "lockaudit: {} files read, {} parsed, {} analyses (wrapper rounds included), {} crates from the cache",
-                    s.files, s.parsed, s.analysed, s.cached_crates
+                    "lockaudit: {} files read, {} parsed, {} analyses (wrapper rounds included), {} crates from the cache ({} after hashing alone)",
+                    s.files, s.parsed, s.analysed, s.cached_crates, s.hashed_only
                 );
                 let stages: Vec<String> = s
                     .stages

@@ -16,6 +16,7 @@ fn results(paths: &[PathBuf], prefilter: bool, cache: Option<&Path>) -> (String,
     let o = engine::check(&settings).expect("runs");
     let sites = serde_json::to_string(&o.report.sites).expect("json");
     let findings = serde_json::to_string(&o.report.findings).expect("json");
+    let errors = serde_json::to_string(&o.report.errors).expect("json");
     // Findings are shown with their source; a cached finding must be too.
     let shown: Vec<(&String, usize)> = o
         .report
@@ -23,7 +24,7 @@ fn results(paths: &[PathBuf], prefilter: bool, cache: Option<&Path>) -> (String,
         .iter()
         .map(|(path, text)| (path, text.len()))
         .collect();
-    (format!("{sites}\n{findings}\n{shown:?}"), o.stats)
+    (format!("{sites}\n{findings}\n{errors}\n{shown:?}"), o.stats)
 }
 
 #[test]
@@ -66,6 +67,7 @@ fn cache_never_answers_differently_from_a_cold_run() {
     assert_eq!(s1.cached_crates, 0);
     assert_eq!(s2.cached_crates, 3);
     assert_eq!(s2.parsed, 0, "a warm run parses nothing");
+    assert_eq!(s2.hashed_only, 3, "nor checks or scans a text");
     // A change in one crate recomputes that crate, and only it, with the same answer as cold.
     let state = corpus.path().join("crate1/src/state.rs");
     let text = std::fs::read_to_string(&state)
@@ -75,7 +77,7 @@ fn cache_never_answers_differently_from_a_cold_run() {
     let (cold, _) = results(&p, true, None);
     let (warm, s3) = results(&p, true, Some(cache.path()));
     assert_eq!(warm, cold);
-    assert_eq!(s3.cached_crates, 2);
+    assert_eq!((s3.cached_crates, s3.hashed_only), (2, 2));
     // A config change is part of the key too.
     std::fs::write(
         corpus.path().join("lockaudit.toml"),
@@ -87,6 +89,36 @@ fn cache_never_answers_differently_from_a_cold_run() {
     assert_eq!(warm, cold);
     assert_eq!(s4.cached_crates, 0);
     assert!(!warm.contains("long-deadline"));
+}
+
+/// A crate the cache has seen is hashed before it is read as text: its key must not depend on
+/// which way it was read, or a file that is not UTF-8 would keep its crate out of the cache.
+#[test]
+fn warm_runs_serve_crates_with_files_that_are_not_text() {
+    let corpus = tempfile::tempdir().expect("tempdir");
+    lockaudit::corpus::generate(corpus.path(), 2, 6, 5).expect("corpus");
+    let latin1 = corpus.path().join("crate0/src/latin1.rs");
+    std::fs::write(&latin1, b"// caf\xe9\nfn f() {}\n").expect("write");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let p = [corpus.path().to_path_buf()];
+    let (cold, _) = results(&p, true, None);
+    assert!(cold.contains("not valid UTF-8"), "{cold}");
+    let (first, s1) = results(&p, true, Some(cache.path()));
+    let (warm, s2) = results(&p, true, Some(cache.path()));
+    assert_eq!(first, cold);
+    assert_eq!(warm, cold);
+    assert_eq!((s1.cached_crates, s2.cached_crates), (0, 2));
+    assert_eq!(
+        s2.hashed_only, 2,
+        "the same key whichever way a crate is read"
+    );
+    // Changed (the bad byte moves to line 2): that crate is read again, the other still served.
+    std::fs::write(&latin1, b"// ok\n// caf\xe9\n").expect("write");
+    let (cold, _) = results(&p, true, None);
+    let (warm, s3) = results(&p, true, Some(cache.path()));
+    assert!(cold.contains("line 2"), "{cold}");
+    assert_eq!(warm, cold);
+    assert_eq!((s3.cached_crates, s3.hashed_only), (1, 1));
 }
 
 #[test]

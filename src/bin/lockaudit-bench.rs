@@ -105,18 +105,33 @@ fn main() {
     // are taken within a round; the median over rounds is reported.
     let runs = num("--runs", 5).max(1);
     let whole = std::slice::from_ref(&dir);
-    // Scaling: the corpus split into quarters and into halves (every 4th / 2nd file, from each
-    // offset, so that each part keeps the corpus's mix). Time is linear in the corpus when the
-    // parts together take as long as the whole: summing over a partition compares the same files,
-    // where one part alone would depend on which few large relevant files it happened to draw.
+    // Scaling: the corpus split into quarters and into halves, two ways. Time is linear in the
+    // corpus when the parts together take as long as the whole: summing over a partition compares
+    // the same files, where one part alone would depend on which few large relevant files it
+    // happened to draw.
+    // - Consecutive files (the sorted list cut in 4 or 2): a part is a slice of the tree, as a
+    //   corpus a quarter the size would be.
+    // - Every 4th / 2nd file, from each offset: each part keeps the corpus's mix, but touches most
+    //   of its folders and crates, so per-folder and per-crate work is paid by every part.
     // (Whole crates are shown too, for information: there the time follows how many
     // lock-relevant files the chosen crates hold.)
-    let split = |n: usize| -> Vec<Vec<PathBuf>> {
+    let every = |n: usize| -> Vec<Vec<PathBuf>> {
         (0..n)
             .map(|k| paths.iter().skip(k).step_by(n).cloned().collect())
             .collect()
     };
-    let (quarters, halves) = (split(4), split(2));
+    let cut = |n: usize| -> Vec<Vec<PathBuf>> {
+        paths
+            .chunks(paths.len().div_ceil(n).max(1))
+            .map(<[PathBuf]>::to_vec)
+            .collect()
+    };
+    let partitions: [(&str, Vec<Vec<PathBuf>>); 4] = [
+        ("quarters, consecutive files", cut(4)),
+        ("halves, consecutive files", cut(2)),
+        ("quarters, every 4th file", every(4)),
+        ("halves, every 2nd file", every(2)),
+    ];
     let mut tops: Vec<PathBuf> = std::fs::read_dir(&dir)
         .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
         .unwrap_or_default();
@@ -172,8 +187,9 @@ fn main() {
     // One untimed run first, so that every timed run finds the same warm page cache.
     run_check(&exe, no_cache, whole, threads, &tmp);
     let mut samples: Vec<Vec<Run>> = configs.iter().map(|_| Vec::new()).collect();
-    // Per round, the summed seconds of the quarters and of the halves, and their peak RSS.
-    let (mut quarter_sums, mut half_sums, mut parts_peak) = (Vec::new(), Vec::new(), 0);
+    // Per round and partition, the parts' summed seconds; and the parts' peak RSS.
+    let mut part_sums: Vec<Vec<f64>> = vec![Vec::new(); partitions.len()];
+    let mut parts_peak = 0;
     for _ in 0..runs {
         for (k, (_, extra, targets, t, _)) in configs.iter().enumerate() {
             if k == FIRST {
@@ -182,7 +198,7 @@ fn main() {
             }
             samples[k].push(run_check(&exe, extra, targets, *t, &tmp));
         }
-        for (parts, sums) in [(&quarters, &mut quarter_sums), (&halves, &mut half_sums)] {
+        for ((_, parts), sums) in partitions.iter().zip(&mut part_sums) {
             let timed: Vec<Run> = parts
                 .iter()
                 .map(|p| run_check(&exe, no_cache, p, threads, &tmp))
@@ -202,7 +218,7 @@ fn main() {
 
     println!();
     println!(
-        "{:<44} {:>9} {:>12} {:>10}",
+        "{:<54} {:>9} {:>12} {:>10}",
         "run (median of rounds)", "seconds", "lines/s", "peak MB"
     );
     let secs = |k: usize| median(samples[k].iter().map(|r| r.secs).collect());
@@ -210,24 +226,22 @@ fn main() {
     for (k, (name, _, _, _, l)) in configs.iter().enumerate() {
         let s = secs(k);
         println!(
-            "{name:<44} {s:>9.2} {:>12.0} {:>10.1}",
+            "{name:<54} {s:>9.2} {:>12.0} {:>10.1}",
             *l as f64 / s,
             peak_mb(&samples[k])
         );
     }
-    for (name, sums) in [
-        ("lockaudit check, 4 quarters (summed)", &quarter_sums),
-        ("lockaudit check, 2 halves (summed)", &half_sums),
-    ] {
+    for ((name, _), sums) in partitions.iter().zip(&part_sums) {
         let s = median(sums.clone());
         println!(
-            "{name:<44} {s:>9.2} {:>12.0} {:>10.1}",
+            "{:<54} {s:>9.2} {:>12.0} {:>10.1}",
+            format!("lockaudit check, {name} (summed)"),
             lines as f64 / s,
             parts_peak as f64 / 1024.0
         );
     }
     println!(
-        "{:<44} {:>9.2} {:>12.0} {:>10.1}",
+        "{:<54} {:>9.2} {:>12.0} {:>10.1}",
         "lockaudit check --no-prefilter (one run)",
         full.secs,
         lines as f64 / full.secs,
@@ -255,8 +269,6 @@ fn main() {
                 .collect(),
         )
     };
-    let scale_q = against_whole(&quarter_sums);
-    let scale_h = against_whole(&half_sums);
     let (scale_qc, scale_hc) = (ratio(4, COLD), ratio(5, COLD));
     let cache_gain = ratio(FIRST, WARM);
     let rss = peak_mb(&samples[COLD]);
@@ -290,18 +302,15 @@ fn main() {
         "{:<45} {ceiling:>8.2}    (for information)",
         "  the same for the bare parse"
     );
-    row(
-        "time per line, quarters vs whole",
-        scale_q,
-        "0.85-1.15",
-        (0.85..=1.15).contains(&scale_q),
-    );
-    row(
-        "time per line, halves vs whole",
-        scale_h,
-        "0.85-1.15",
-        (0.85..=1.15).contains(&scale_h),
-    );
+    for ((name, _), sums) in partitions.iter().zip(&part_sums) {
+        let scale = against_whole(sums);
+        row(
+            &format!("time per line, {name}"),
+            scale,
+            "0.85-1.15",
+            (0.85..=1.15).contains(&scale),
+        );
+    }
     println!(
         "{:<45} {scale_qc:>8.2} / {scale_hc:.2} (for information)",
         "time per line, every 4th / 2nd crate vs whole"
