@@ -358,7 +358,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
             .map(|(root, ws)| {
                 (
                     root,
-                    prefilter::Words::new(
+                    prefilter::Words::for_few_texts(
                         ws.iter()
                             .map(|w| w.canonical.rsplit("::").next().unwrap_or("").to_string()),
                     ),
@@ -636,25 +636,28 @@ fn widen(
         terms.insert(
             root,
             (
-                prefilter::Words::new(names),
+                prefilter::Words::for_few_texts(names),
                 prefilter::constant_definitions(&consts),
             ),
         );
     }
-    let reread: Vec<(usize, Result<String, FileError>)> = pool.install(|| {
+    // Read and scanned on the workers; only the texts that match are kept.
+    let reread: Vec<(usize, Result<Option<String>, FileError>)> = pool.install(|| {
         candidates
             .into_par_iter()
-            .map(|i| (i, read_text(&jobs[i])))
+            .map(|i| {
+                let (names, consts) = &terms[&*jobs[i].crate_root];
+                let wanted = with_text(&jobs[i], |t| {
+                    (names.any_in(t) || consts.any_in(t)).then(|| t.to_string())
+                });
+                (i, wanted)
+            })
             .collect()
     });
     for (i, r) in reread {
         match r {
-            Ok(text) => {
-                let (names, consts) = &terms[&*jobs[i].crate_root];
-                if names.any_in(&text) || consts.any_in(&text) {
-                    state[i] = FileState::Wanted(text);
-                }
-            }
+            Ok(Some(text)) => state[i] = FileState::Wanted(text),
+            Ok(None) => {}
             Err(e) => {
                 errors.push(e);
                 state[i] = FileState::Failed;

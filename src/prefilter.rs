@@ -11,7 +11,7 @@
 
 use std::collections::HashSet;
 
-use aho_corasick::{AhoCorasick, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 
 use crate::lex;
 use crate::model::FileIndex;
@@ -47,23 +47,33 @@ fn is_ident_byte(b: u8) -> bool {
 }
 
 impl Words {
-    /// Words that count in code only.
-    pub fn new(words: impl IntoIterator<Item = String>) -> Words {
-        Words::classed(words.into_iter().map(|w| (w, Where::Code)))
-    }
-
     /// Words with where each counts; a word given twice counts in the wider of its places.
     pub fn classed(words: impl IntoIterator<Item = (String, Where)>) -> Words {
+        Words::build(words, false)
+    }
+
+    /// Code-only words for scanning a few texts (the closure's candidates): built without the
+    /// accelerated search and its DFA, which take longer to build than those few scans take.
+    pub fn for_few_texts(words: impl IntoIterator<Item = String>) -> Words {
+        Words::build(words.into_iter().map(|w| (w, Where::Code)), true)
+    }
+
+    fn build(words: impl IntoIterator<Item = (String, Where)>, few: bool) -> Words {
         let mut words: Vec<(String, Where)> =
             words.into_iter().filter(|(w, _)| !w.is_empty()).collect();
         words.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
         words.dedup_by(|later, first| later.0 == first.0);
+        let patterns = || words.iter().map(|(w, _)| w);
         // Building can only fail for absurd pattern sets; then every file counts as a match.
-        let built = (!words.is_empty()).then(|| AhoCorasick::new(words.iter().map(|(w, _)| w)));
-        let quick = (!words.is_empty()).then(|| {
+        let built = (!words.is_empty()).then(|| {
+            AhoCorasick::builder()
+                .kind(few.then_some(AhoCorasickKind::NoncontiguousNFA))
+                .build(patterns())
+        });
+        let quick = (!words.is_empty() && !few).then(|| {
             AhoCorasick::builder()
                 .match_kind(MatchKind::LeftmostFirst)
-                .build(words.iter().map(|(w, _)| w))
+                .build(patterns())
         });
         Words {
             all: matches!(built, Some(Err(_))),
@@ -236,7 +246,7 @@ pub fn constant_like(text: &str) -> HashSet<String> {
 
 /// Patterns that find the definitions of these constants: `const NAME`, `static NAME`.
 pub fn constant_definitions(names: &HashSet<String>) -> Words {
-    Words::new(
+    Words::for_few_texts(
         names
             .iter()
             .flat_map(|n| [format!("const {n}"), format!("static {n}")]),
