@@ -210,6 +210,12 @@ pub fn interesting_names<'a>(
                     }
                 }
             }
+            // `pub use redis::Client as Store`: `Store` names what `Client` names.
+            for (path, target) in &f.reexports {
+                if names.contains(&last(target)) {
+                    names.insert(last(path));
+                }
+            }
         }
         if names.len() == before {
             return names;

@@ -219,6 +219,22 @@ impl Imports {
         })
     }
 
+    /// What this module's `use` items make nameable through it, as (path through the module,
+    /// canonical path): `use manager::Locks` in `crate::locks` gives `crate::locks::Locks`. Rust
+    /// lets other modules name these when they are visible to them, which compiling code respects.
+    pub fn exports(&self) -> impl Iterator<Item = (String, String)> + '_ {
+        self.names
+            .iter()
+            .filter(|(local, _)| !local.starts_with("_ as "))
+            .map(|(local, canon)| (format!("{}::{local}", self.module), canon.clone()))
+    }
+
+    /// This module's glob imports, as (module, prefix): `use manager::*` in `crate::locks` gives
+    /// (`crate::locks`, `crate::locks::manager`).
+    pub fn glob_exports(&self) -> impl Iterator<Item = (String, String)> + '_ {
+        self.globs.iter().map(|g| (self.module.clone(), g.clone()))
+    }
+
     /// Does any import come from this crate? Cheap relevance test for packs.
     pub fn mentions_crate(&self, krate: &str) -> bool {
         self.names

@@ -21,6 +21,10 @@ pub struct FileIndex {
     pub consts: Vec<(String, String, String)>,
     /// Functions that return `Self` resolve to their impl type; recorded as such in `fns`.
     pub modules: Vec<String>,
+    /// Paths that `use` items make through a module -> their canonical paths.
+    pub reexports: Vec<(String, String)>,
+    /// Modules with glob imports -> the globbed prefixes.
+    pub glob_reexports: Vec<(String, String)>,
 }
 
 impl FileIndex {
@@ -33,6 +37,8 @@ impl FileIndex {
 
     fn items(&mut self, items: &[syn::Item], imports: &Imports) {
         let module = imports.module.clone();
+        self.reexports.extend(imports.exports());
+        self.glob_reexports.extend(imports.glob_exports());
         // Items of this module resolve to their full path even where nothing imports them.
         let local: std::collections::HashSet<String> = items
             .iter()
@@ -203,6 +209,11 @@ pub struct CrateIndex {
     /// Simple name -> canonical paths, for names a file uses without importing (same-module items
     /// declared in another file of the module are rare; this is the fallback).
     simple: HashMap<String, Vec<String>>,
+    /// A path through a module's `use` item -> the path it names (`crate::locks::Locks` ->
+    /// `crate::locks::manager::Locks`; `crate::prelude::Client` -> `redis::Client`).
+    reexports: HashMap<String, String>,
+    /// Modules -> the prefixes they glob-import.
+    glob_reexports: Vec<(String, String)>,
 }
 
 impl CrateIndex {
@@ -227,6 +238,8 @@ impl CrateIndex {
                 idx.add_simple(&path);
                 idx.consts.insert(path, (src, module));
             }
+            idx.reexports.extend(f.reexports);
+            idx.glob_reexports.extend(f.glob_reexports);
         }
         idx
     }
@@ -239,12 +252,57 @@ impl CrateIndex {
             .push(path.to_string());
     }
 
-    /// Is this canonical path an item of the crate?
+    /// Is this canonical path an item of the crate, or one of its modules' re-exports?
     pub fn knows(&self, path: &str) -> bool {
+        self.is_item(path) || self.reexports.contains_key(path)
+    }
+
+    fn is_item(&self, path: &str) -> bool {
         self.structs.contains_key(path)
             || self.aliases.contains_key(path)
             || self.fns.contains_key(path)
             || self.consts.contains_key(path)
+    }
+
+    /// Follows the crate's re-exports to the path they name: `crate::locks::Locks`, where
+    /// `locks` says `pub use manager::Locks`, is `crate::locks::manager::Locks`, and
+    /// `crate::prelude::Client` after `pub use redis::Client` is `redis::Client`. The longest
+    /// re-exported prefix is taken first; a glob re-export is followed only to an item of the
+    /// crate (which of several globbed external crates a name comes from cannot be told here).
+    pub fn through_reexports(&self, mut path: String) -> String {
+        if self.reexports.is_empty() && self.glob_reexports.is_empty() {
+            return path;
+        }
+        // Bounded: re-exports can form cycles in code that does not compile.
+        for _ in 0..8 {
+            if self.is_item(&path) {
+                break;
+            }
+            match self.reexport_step(&path) {
+                Some(next) if next != path => path = next,
+                _ => break,
+            }
+        }
+        path
+    }
+
+    fn reexport_step(&self, path: &str) -> Option<String> {
+        let mut end = path.len();
+        loop {
+            if let Some(target) = self.reexports.get(&path[..end]) {
+                return Some(format!("{target}{}", &path[end..]));
+            }
+            match path[..end].rfind("::") {
+                Some(i) => end = i,
+                None => break,
+            }
+        }
+        self.glob_reexports.iter().find_map(|(module, prefix)| {
+            let rest = path.strip_prefix(module.as_str())?.strip_prefix("::")?;
+            let candidate = format!("{prefix}::{rest}");
+            (self.is_item(&candidate) || self.reexports.contains_key(&candidate))
+                .then_some(candidate)
+        })
     }
 
     /// Expands aliases and settles names that resolution left bare (`Locks` declared in a sibling
@@ -252,7 +310,7 @@ impl CrateIndex {
     pub fn normalize(&self, ty: &Ty) -> Ty {
         let mut t = ty.clone();
         for _ in 0..8 {
-            let path = self.settle(&t.path);
+            let path = self.through_reexports(self.settle(&t.path));
             match self.aliases.get(&path) {
                 Some(target) => t = target.clone(),
                 None => {
@@ -285,7 +343,7 @@ impl CrateIndex {
 
     pub fn fn_return(&self, path: &str) -> Option<Ty> {
         self.fns
-            .get(&self.settle(path))
+            .get(&self.through_reexports(self.settle(path)))
             .or_else(|| self.fns.get(path))
             .map(|t| self.normalize(t))
     }
@@ -301,6 +359,79 @@ impl CrateIndex {
     pub fn constant(&self, path: &str) -> Option<&(String, String)> {
         self.consts
             .get(path)
-            .or_else(|| self.consts.get(&self.settle(path)))
+            .or_else(|| self.consts.get(&self.through_reexports(self.settle(path))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn index(files: &[(&str, &str)]) -> CrateIndex {
+        let indexes = files.iter().map(|(module, src)| {
+            let file: syn::File = syn::parse_str(src).expect("test source parses");
+            let mut imports = Imports::new(module.to_string());
+            imports.add_items(&file.items);
+            FileIndex::build(&file, &imports)
+        });
+        CrateIndex::new(PathBuf::from("/r"), indexes)
+    }
+
+    #[test]
+    fn reexports_are_followed_to_what_they_name() {
+        let idx = index(&[
+            (
+                "crate::locks",
+                "mod manager; mod keys; pub use manager::Locks; pub use keys::*; pub use self::manager as m;",
+            ),
+            (
+                "crate::locks::manager",
+                "pub struct Locks { pub mgr: u32 } pub fn helper() -> Locks { todo!() }",
+            ),
+            ("crate::locks::keys", "pub const TTL: u64 = 5;"),
+            (
+                "crate::prelude",
+                "pub use rslock::LockManager as Manager; pub use crate::locks::*;",
+            ),
+            // Code that does not compile may re-export in a circle; following must still end.
+            ("crate::a", "pub use crate::b::X;"),
+            ("crate::b", "pub use crate::a::X;"),
+        ]);
+        let follow = |p: &str| idx.through_reexports(p.to_string());
+        assert_eq!(
+            follow("crate::locks::Locks"),
+            "crate::locks::manager::Locks"
+        );
+        assert_eq!(
+            follow("crate::locks::m::helper"),
+            "crate::locks::manager::helper"
+        );
+        assert_eq!(follow("crate::locks::TTL"), "crate::locks::keys::TTL");
+        assert_eq!(follow("crate::prelude::Manager"), "rslock::LockManager");
+        assert_eq!(
+            follow("crate::prelude::Manager::new"),
+            "rslock::LockManager::new"
+        );
+        // Through two modules: the prelude globs the locks module, which re-exports by name.
+        assert_eq!(
+            follow("crate::prelude::Locks"),
+            "crate::locks::manager::Locks"
+        );
+        // A glob is followed only to what the crate holds; items are never rewritten.
+        assert_eq!(follow("crate::prelude::Unknown"), "crate::prelude::Unknown");
+        assert_eq!(
+            follow("crate::locks::manager::Locks"),
+            "crate::locks::manager::Locks"
+        );
+        let _ = follow("crate::a::X");
+        assert!(idx.knows("crate::locks::Locks"));
+        assert_eq!(
+            idx.constant("crate::locks::TTL").map(|c| c.0.as_str()),
+            Some("5")
+        );
+        let ty = idx
+            .fn_return("crate::locks::m::helper")
+            .expect("return type");
+        assert_eq!(ty.path, "crate::locks::manager::Locks");
     }
 }

@@ -297,8 +297,10 @@ impl<'a, 'c> Walker<'a, 'c> {
     }
 
     pub(super) fn resolve(&self, path: &syn::Path) -> String {
-        self.imports
-            .resolve(path, self.self_ty.as_ref(), &self.known())
+        let resolved = self
+            .imports
+            .resolve(path, self.self_ty.as_ref(), &self.known());
+        self.cx.index.through_reexports(resolved)
     }
 
     fn ty_of_type(&self, t: &syn::Type) -> Option<Ty> {
