@@ -74,6 +74,9 @@ pub(super) fn match_site<'a>(
             ) {
                 return Some(found);
             }
+            if let Some(found) = match_built_command(w, m) {
+                return Some(found);
+            }
             if w.cx.packs.sql_calls.contains_key(&m.method.to_string()) {
                 return match_sql(w, &args, Span::of(&m.method), &m.method.to_string());
             }
@@ -119,7 +122,19 @@ pub(super) fn match_site<'a>(
             }
             if let Some(packs) = w.cx.packs.command_builders.get(&path) {
                 let call_span = Span::join(name_span, Span::of(c));
-                return match_command(w, packs, &args, outward, call_span);
+                // The `.arg(..)` calls directly outside the builder, innermost first.
+                let mut cmd_args: Vec<&'a Expr> = Vec::new();
+                let mut consumed = 0;
+                for level in outward.iter().rev() {
+                    match level {
+                        Expr::MethodCall(m) if m.method == "arg" && m.args.len() == 1 => {
+                            flatten_args(&m.args[0], &mut cmd_args);
+                            consumed += 1;
+                        }
+                        _ => break,
+                    }
+                }
+                return match_command(w, packs, &args, cmd_args, consumed, call_span);
             }
             let last = path.rsplit("::").next().unwrap_or(&path);
             if w.cx.packs.sql_calls.contains_key(last) {
@@ -306,27 +321,55 @@ fn build<'a>(
     m
 }
 
-/// `redis::cmd("SET").arg(key).arg(val).arg("NX").arg("PX").arg(30_000)`
+/// `let mut cmd = redis::cmd("SET"); cmd.arg(key).arg(val).arg("NX"); … cmd.query_async(&mut con)`:
+/// a command built over several statements is judged where it runs, with the arguments of its
+/// builder expression and of the statements that added to it. (When the builder expression alone
+/// already made a site, that site stands.)
+fn match_built_command<'a>(w: &Walker<'a, '_>, m: &'a syn::ExprMethodCall) -> Option<Matched<'a>> {
+    if !matches!(m.method.to_string().as_str(), "query" | "query_async") {
+        return None;
+    }
+    let Expr::Path(p) = &*m.receiver else {
+        return None;
+    };
+    let (init, added) = w.builder(&p.path.get_ident()?.to_string())?;
+    // The builder expression: `redis::cmd(NAME)` inside its own `.arg(..)`s.
+    let mut own = Vec::new();
+    let mut cur = init;
+    while let Expr::MethodCall(mc) = cur {
+        if mc.method != "arg" || mc.args.len() != 1 {
+            return None;
+        }
+        own.push(&mc.args[0]);
+        cur = &mc.receiver;
+    }
+    let Expr::Call(c) = cur else { return None };
+    if w.matched(cur) {
+        return None;
+    }
+    let Expr::Path(f) = &*c.func else { return None };
+    let packs = w.cx.packs.command_builders.get(&w.resolve(&f.path))?;
+    let mut cmd_args = Vec::new();
+    for a in own.into_iter().rev() {
+        flatten_args(a, &mut cmd_args);
+    }
+    cmd_args.extend(added.iter().copied());
+    let args: Vec<&'a Expr> = c.args.iter().collect();
+    let span = Span::join(Span::of(&*m.receiver), Span::of(&m.method));
+    match_command(w, packs, &args, cmd_args, 0, span)
+}
+
+/// `redis::cmd("SET").arg(key).arg(val).arg("NX").arg("PX").arg(30_000)`: `args` are the
+/// builder's own (the command's name), `cmd_args` the `.arg(..)`s, in order.
 fn match_command<'a>(
     w: &Walker<'a, '_>,
     packs: &[usize],
     args: &[&'a Expr],
-    outward: &[&'a Expr],
+    cmd_args: Vec<&'a Expr>,
+    consumed: usize,
     span: Span,
 ) -> Option<Matched<'a>> {
     let name = eval::eval_str(args.first()?, w)?.to_ascii_uppercase();
-    // The `.arg(..)` calls directly outside the builder, innermost first.
-    let mut cmd_args: Vec<&'a Expr> = Vec::new();
-    let mut consumed = 0;
-    for level in outward.iter().rev() {
-        match level {
-            Expr::MethodCall(m) if m.method == "arg" && m.args.len() == 1 => {
-                flatten_args(&m.args[0], &mut cmd_args);
-                consumed += 1;
-            }
-            _ => break,
-        }
-    }
     let values: Vec<Option<Value>> = cmd_args.iter().map(|a| eval::eval(a, w)).collect();
     let word = |v: &Option<Value>| match v {
         Some(Value::Str(s)) => Some(s.to_ascii_uppercase()),
@@ -420,7 +463,7 @@ fn match_command<'a>(
     None
 }
 
-fn flatten_args<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+pub(super) fn flatten_args<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
     match e {
         Expr::Reference(r) => flatten_args(&r.expr, out),
         Expr::Array(a) => a.elems.iter().for_each(|x| flatten_args(x, out)),

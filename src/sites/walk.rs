@@ -227,6 +227,8 @@ fn analyze_fn<'a>(
 struct Local<'a> {
     ty: Option<Ty>,
     init: Option<&'a Expr>,
+    /// Arguments added by later statements (`cmd.arg(key).arg("NX");`), in order.
+    args: Vec<&'a Expr>,
 }
 
 pub(super) struct Walker<'a, 'c> {
@@ -320,6 +322,42 @@ impl<'a, 'c> Walker<'a, 'c> {
         self.scopes.iter().rev().find_map(|s| s.get(name))
     }
 
+    /// A local bound to a builder, with the arguments later statements added to it.
+    pub(super) fn builder(&self, name: &str) -> Option<(&'a Expr, &[&'a Expr])> {
+        self.lookup(name)
+            .and_then(|l| Some((l.init?, l.args.as_slice())))
+    }
+
+    /// `cmd.arg(key).arg("NX");` as a statement: the arguments go to the local `cmd`.
+    fn note_added_args(&mut self, e: &'a Expr) {
+        let mut levels = Vec::new();
+        let mut cur = e;
+        while let Expr::MethodCall(m) = cur {
+            if m.method != "arg" || m.args.len() != 1 {
+                return;
+            }
+            levels.push(&m.args[0]);
+            cur = &m.receiver;
+        }
+        let Expr::Path(p) = cur else { return };
+        let Some(name) = p.path.get_ident().map(ToString::to_string) else {
+            return;
+        };
+        if levels.is_empty() {
+            return;
+        }
+        if let Some(local) = self.scopes.iter_mut().rev().find_map(|s| s.get_mut(&name)) {
+            for a in levels.into_iter().rev() {
+                matchers::flatten_args(a, &mut local.args);
+            }
+        }
+    }
+
+    /// Was this expression already recorded as a site?
+    pub(super) fn matched(&self, e: &Expr) -> bool {
+        self.done.contains(&(e as *const Expr))
+    }
+
     /// Binds the names a pattern introduces. Every name shadows, even when nothing is known about it.
     fn bind(&mut self, pat: &'a Pat, init: Option<&'a Expr>, ty: Option<Ty>) {
         let mut names = Vec::new();
@@ -346,6 +384,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 let local = Local {
                     ty,
                     init: if pi.subpat.is_none() { init } else { None },
+                    args: Vec::new(),
                 };
                 if let Some(scope) = self.scopes.last_mut() {
                     scope.insert(pi.ident.to_string(), local);
@@ -376,6 +415,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                             Local {
                                 ty: None,
                                 init: None,
+                                args: Vec::new(),
                             },
                         );
                     }
@@ -973,6 +1013,9 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                     }
                     if value_tail {
                         self.in_return += 1;
+                    }
+                    if semi.is_some() {
+                        self.note_added_args(e);
                     }
                     self.visit_expr(e);
                     if value_tail {
