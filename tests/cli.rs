@@ -542,6 +542,56 @@ fn long_lists_of_named_files_keep_their_meaning() {
     assert!(!stderr(&o).contains("missing-b.rs"), "{}", stderr(&o));
 }
 
+/// A site's `api` names what the code shows: the receiver's type when known, else the trait
+/// the call was matched through, never a type the code may not use.
+#[test]
+fn sites_are_named_after_what_the_code_shows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("backends.rs"),
+        r#"use std::time::Duration;
+use fenced_lock::{LockBackend, RedisBackend};
+
+// lockaudit: efficiency
+pub async fn unknown(key: &str) {
+    let b = make_backend();
+    if let Ok(Some(l)) = b.try_acquire(key, Duration::from_secs(5)).await {
+        let _ = b.release(l).await;
+    }
+}
+
+// lockaudit: efficiency
+pub async fn concrete(b: &RedisBackend, key: &str) {
+    if let Ok(Some(l)) = b.try_acquire(key, Duration::from_secs(5)).await {
+        let _ = b.release(l).await;
+    }
+}
+"#,
+    )
+    .expect("write");
+    let o = lockaudit(dir.path(), &["check", "--no-cache", "--format", "json"]);
+    let report = json(&o);
+    let apis: Vec<(u64, &str)> = report["sites"]
+        .as_array()
+        .expect("sites")
+        .iter()
+        .map(|s| {
+            (
+                s["line"].as_u64().unwrap_or(0),
+                s["api"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        apis,
+        [
+            (7, "LockBackend::try_acquire"),
+            (14, "RedisBackend::try_acquire")
+        ],
+        "{report}"
+    );
+}
+
 #[test]
 fn closed_pipe_ends_quietly() {
     let o = Command::new("sh")

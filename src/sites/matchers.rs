@@ -181,24 +181,32 @@ fn match_method<'a>(
 ) -> Option<Matched<'a>> {
     let refs = w.cx.packs.methods.get(name)?;
     let rty = w.type_of(receiver).map(|t| t.peeled().clone());
-    for &r in refs {
+    // A call declared on the receiver's own type wins over one matched through a trait in
+    // scope: `RedisBackend::try_acquire` is not the other backends' `LockBackend` method.
+    let declared = |def: &CallDef| rty.as_ref().is_some_and(|t| receiver_is(w, def, t));
+    let by_declaration = refs.iter().filter(|&&r| declared(w.cx.packs.call(r)));
+    let by_trait = refs.iter().filter(|&&r| !declared(w.cx.packs.call(r)));
+    for &r in by_declaration.chain(by_trait) {
         let def = w.cx.packs.call(r);
         if receiver_matches(w, def, rty.as_ref()) && options_match(w, def, args) {
+            // Named after the receiver's type when it is one the call is declared on; matched
+            // through a trait in scope on a value of unknown type, after the trait (naming the
+            // first declared receiver would claim a backend the code may not use).
+            let last = |p: &str| p.rsplit("::").next().unwrap_or(p).to_string();
             let owner = rty
                 .as_ref()
-                .filter(|t| t.path.contains("::"))
+                .filter(|t| t.path.contains("::") && receiver_is(w, def, t))
                 .map(|t| t.last_segment().to_string())
                 .or_else(|| {
-                    def.receiver.as_ref().and_then(|r| {
-                        r.to_vec()
-                            .first()
-                            .map(|p| p.rsplit("::").next().unwrap_or(p).to_string())
-                    })
+                    def.in_scope
+                        .iter()
+                        .find(|t| w.imports.trait_in_scope(t))
+                        .map(|t| last(t))
                 })
                 .or_else(|| {
-                    def.in_scope
-                        .first()
-                        .map(|p| p.rsplit("::").next().unwrap_or(p).to_string())
+                    def.receiver
+                        .as_ref()
+                        .and_then(|r| r.to_vec().first().map(|p| last(p)))
                 })
                 .unwrap_or_default();
             return Some(build(
