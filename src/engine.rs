@@ -1023,6 +1023,7 @@ fn analyze_one(
             via: c.site.via.clone(),
             release: c.site.release,
             consensus: c.site.consensus,
+            backend: c.site.backend.clone(),
             renewal: if c.site.region.keeper {
                 Renewal::Keeper
             } else if c.site.region.renewed {

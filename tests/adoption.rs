@@ -111,6 +111,46 @@ fn inventory_lists_every_site_of_the_wrapper_fixture() {
     );
 }
 
+/// A pack that covers several stores names each type's: the inventory shows the store the code
+/// uses, and a wrapper's call sites the store of the lock inside it.
+#[test]
+fn inventory_shows_the_store_the_code_uses() {
+    let o = lockaudit(
+        &root(),
+        &[
+            "inventory",
+            "--format",
+            "json",
+            "fixtures/flow/non_consensus_correctness_lock.rs",
+        ],
+    );
+    let doc = json(&o);
+    let sites = doc["sites"].as_array().expect("sites");
+    let at = |line: u64| {
+        let s = sites
+            .iter()
+            .find(|s| s["line"] == line)
+            .unwrap_or_else(|| panic!("no row at line {line}: {doc:#}"));
+        (
+            s["library"].as_str().unwrap_or(""),
+            s["backend"].as_str().unwrap_or(""),
+            s["consensus"].as_bool(),
+        )
+    };
+    assert_eq!(at(19), ("fenced-lock", "redis", Some(false)));
+    assert_eq!(at(27), ("fenced-lock", "etcd", Some(true)));
+    assert_eq!(
+        at(46),
+        ("fenced-lock", "redis", Some(false)),
+        "through the wrapper"
+    );
+    assert_eq!(
+        at(10),
+        ("redis", "redis", Some(false)),
+        "the pack's own backend"
+    );
+}
+
 #[test]
 fn inventory_markdown_and_csv_have_a_row_per_site() {
     let md = lockaudit(&root(), &["inventory", "fixtures/libs/rslock.rs"]);

@@ -335,6 +335,7 @@ mod tests {
             via: None,
             release: crate::packs::ReleaseStyle::Explicit,
             consensus: false,
+            backend: None,
             renewal: crate::report::Renewal::None,
             wrapped: false,
         };

@@ -1,8 +1,9 @@
 //! `lockaudit inventory`: one row per lock site, with what the analysis knows about it and the
 //! findings at it, then counts. The starting point for classifying an existing codebase.
 //!
-//! Release style, consensus and renewal are the site's own (call-level pack overrides included);
-//! the backend is its rule pack's (`[pack] backend`).
+//! Release style, consensus, renewal and backend are the site's own (call-level pack overrides
+//! and the receiver type's `backend` included, and inherited by a wrapper's call sites); without
+//! a type's backend, the site's is its rule pack's (`[pack] backend`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -82,7 +83,11 @@ pub fn rows<'r>(
             .unwrap_or_default();
         out.push(Row {
             site: s,
-            backend: meta.map(|m| m.backend.clone()).filter(|b| !b.is_empty()),
+            backend: s
+                .backend
+                .clone()
+                .or_else(|| meta.map(|m| m.backend.clone()))
+                .filter(|b| !b.is_empty()),
             findings,
         });
     }

@@ -79,6 +79,10 @@ pub struct TypeDef {
     /// Methods that return another type the analysis should follow (`lock_client = "etcd_client::LockClient"`).
     #[serde(default)]
     pub methods: BTreeMap<String, String>,
+    /// The store this type talks to, when the pack covers several (`fenced_lock::RedisBackend`:
+    /// `redis`); otherwise the pack's `backend`.
+    #[serde(default)]
+    pub backend: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
@@ -232,6 +236,7 @@ pub struct Inherited {
     pub ttl_ms: Option<f64>,
     pub fencing: crate::sites::Fencing,
     pub sql: bool,
+    pub backend: Option<String>,
 }
 
 impl CallDef {
@@ -263,12 +268,15 @@ impl CallDef {
             stream_ttl: false,
             // A scoped wrapper (`with_lock(key, || …)`) releases before it returns.
             release: w.scoped.then_some(ReleaseStyle::Guard),
-            consensus: None,
+            // The primitive's store, not the pack's default: a wrapper around fenced-lock's Redis
+            // backend has no consensus.
+            consensus: Some(w.consensus),
             via: Some(w.via.clone()),
             inherit: Some(Inherited {
                 ttl_ms: w.ttl_ms,
                 fencing: w.fencing,
                 sql: w.sql,
+                backend: w.backend.clone(),
             }),
         }
     }
@@ -517,6 +525,17 @@ impl PackSet {
     /// The pack type a canonical path names, with its canonical spelling.
     pub fn type_of_path(&self, path: &str) -> Option<&(usize, String)> {
         self.types.get(path)
+    }
+
+    /// The backend a pack type declares for itself.
+    pub fn type_backend(&self, path: &str) -> Option<&str> {
+        let (pi, canonical) = self.types.get(path)?;
+        self.packs[*pi]
+            .types
+            .iter()
+            .find(|t| &t.path == canonical)?
+            .backend
+            .as_deref()
     }
 
     /// Is this a path the packs know (a type or a function)? Used to settle glob imports.

@@ -44,6 +44,10 @@ pub struct SiteRecord {
     pub release: ReleaseStyle,
     /// Does the lock's store replicate through consensus?
     pub consensus: bool,
+    /// The store, when the code shows which of its pack's it is (`redis` for fenced-lock's
+    /// `RedisBackend`); otherwise the pack's `backend` applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
     pub renewal: Renewal,
     /// The primitive inside a wrapper (judged at the wrapper's call sites).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

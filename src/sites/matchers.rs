@@ -42,6 +42,8 @@ pub(super) struct Matched<'a> {
     /// How this call's lock is released, when it differs from the pack's.
     pub release: Option<ReleaseStyle>,
     pub consensus: Option<bool>,
+    /// The store, when the receiver's type says which (else the pack's).
+    pub backend: Option<String>,
     /// Identifiers in the lease argument (etcd's `with_lease(lease.id())`).
     pub lease_names: HashSet<String>,
     /// A call to a wrapper: its path.
@@ -209,7 +211,7 @@ fn match_method<'a>(
                         .and_then(|r| r.to_vec().first().map(|p| last(p)))
                 })
                 .unwrap_or_default();
-            return Some(build(
+            let mut found = build(
                 w,
                 r,
                 def,
@@ -217,7 +219,13 @@ fn match_method<'a>(
                 Some(receiver),
                 span,
                 format!("{owner}::{name}"),
-            ));
+            );
+            found.backend = rty
+                .as_ref()
+                .filter(|t| receiver_is(w, def, t))
+                .and_then(|t| w.cx.packs.type_backend(&t.path))
+                .map(str::to_string);
+            return Some(found);
         }
     }
     None
@@ -310,6 +318,7 @@ fn build<'a>(
                 && !matches!(def.returns, Returns::Bool | Returns::ResultBool),
         release: def.release,
         consensus: def.consensus,
+        backend: None,
         lease_names: def
             .lease_arg
             .and_then(|i| args.get(i))
@@ -325,6 +334,7 @@ fn build<'a>(
             .map_or(Ttl::Implicit, |ms| Ttl::Known { ms, span });
         m.fencing = info.fencing;
         m.sql = info.sql;
+        m.backend = info.backend.clone();
     }
     m
 }
@@ -463,6 +473,7 @@ fn match_command<'a>(
                 handle: false,
                 release: None,
                 consensus: None,
+                backend: None,
                 lease_names: HashSet::new(),
                 via: None,
             });
@@ -569,6 +580,7 @@ fn sql_match<'a>(
         handle: false,
         release: None,
         consensus: None,
+        backend: None,
         lease_names: HashSet::new(),
         via: None,
     })

@@ -89,6 +89,8 @@ pub struct Site {
     pub fencing: Fencing,
     pub release: ReleaseStyle,
     pub consensus: bool,
+    /// The store, when the receiver's type says which (else the pack's `backend`).
+    pub backend: Option<String>,
     /// Found in SQL text (session or transaction advisory lock).
     pub sql: bool,
     /// What happens while the lock is held.
@@ -128,6 +130,9 @@ pub struct WrapperCandidate {
     pub ttl_ms: Option<f64>,
     pub fencing: Fencing,
     pub sql: bool,
+    /// The primitive's store: whether it replicates through consensus, and which it is.
+    pub consensus: bool,
+    pub backend: Option<String>,
 }
 
 /// What one file says about locks.

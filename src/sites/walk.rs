@@ -684,6 +684,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             fencing: m.fencing,
             release: m.release.unwrap_or(pack.release),
             consensus: m.consensus.unwrap_or(pack.consensus),
+            backend: m.backend,
             sql: m.sql,
             region: Default::default(),
             via: m.via,
@@ -854,6 +855,8 @@ impl<'a, 'c> Walker<'a, 'c> {
                     ttl_ms: site.ttl.ms().map(|m| m as f64),
                     fencing: site.fencing,
                     sql: site.sql,
+                    consensus: site.consensus,
+                    backend: site.backend.clone(),
                 });
             }
         }
@@ -882,6 +885,8 @@ impl<'a, 'c> Walker<'a, 'c> {
                 ttl_ms: None,
                 fencing: super::Fencing::None,
                 sql: false,
+                consensus: self.cx.packs.packs[e.pack].pack.consensus,
+                backend: None,
             });
         }
         let has_lock_work = self.out.sites.len() > self.first_site || !self.events.is_empty();
