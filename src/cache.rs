@@ -4,7 +4,7 @@
 //! change anywhere in a crate recomputes that crate; an unchanged tree is served from here
 //! without parsing anything. Entries are plain JSON files under the cache directory.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -136,9 +136,14 @@ pub fn crate_tag(root: &Path) -> String {
 
 pub struct Cache {
     dir: PathBuf,
-    /// The tags of the crates with an entry when the run began.
-    seen: HashSet<String>,
+    /// Per crate tag, the names of its entries when the run began.
+    entries: HashMap<String, Vec<String>>,
 }
+
+/// How many entries a crate keeps (the newest): enough for a few configurations or rule
+/// selections used in turn (an editor's and CI's) without each evicting the other, while a crate
+/// that keeps changing does not grow the cache without bound.
+const ENTRIES_PER_CRATE: usize = 4;
 
 impl Cache {
     /// Opens (creating) the cache directory; `None` when it cannot be used, which only costs speed.
@@ -150,20 +155,21 @@ impl Cache {
         if !ignore.exists() {
             let _ = std::fs::write(ignore, "# Automatically created by lockaudit.\n*\n");
         }
-        let seen = std::fs::read_dir(&dir)
-            .into_iter()
-            .flatten()
-            .filter_map(|e| {
-                let name = e.ok()?.file_name();
-                Some(name.to_str()?.split_once('-')?.0.to_string())
-            })
-            .collect();
-        Some(Cache { dir, seen })
+        let mut entries: HashMap<String, Vec<String>> = HashMap::new();
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let Ok(name) = e.file_name().into_string() else {
+                continue;
+            };
+            if let Some((tag, _)) = name.strip_suffix(".json").and_then(|n| n.split_once('-')) {
+                entries.entry(tag.to_string()).or_default().push(name);
+            }
+        }
+        Some(Cache { dir, entries })
     }
 
     /// Whether the cache held an entry for this crate (any version of its files) when it opened.
     pub fn has_seen(&self, root: &Path) -> bool {
-        self.seen.contains(&crate_tag(root))
+        self.entries.contains_key(&crate_tag(root))
     }
 
     fn path(&self, key: &str) -> PathBuf {
@@ -182,8 +188,41 @@ impl Cache {
             return;
         };
         let tmp = self.dir.join(format!("{key}.{}.tmp", std::process::id()));
-        if std::fs::write(&tmp, bytes).is_ok() {
-            let _ = std::fs::rename(&tmp, self.path(key));
+        if std::fs::write(&tmp, bytes).is_err() || std::fs::rename(&tmp, self.path(key)).is_err() {
+            let _ = std::fs::remove_file(&tmp);
+            return;
+        }
+        self.evict(key);
+    }
+
+    /// Removes the oldest entries of the crate `key` belongs to, beyond the newest few. An entry
+    /// another run is about to read may go: that run recomputes the crate (never a wrong answer).
+    fn evict(&self, key: &str) {
+        let Some(older) = key
+            .split_once('-')
+            .and_then(|(tag, _)| self.entries.get(tag))
+        else {
+            return;
+        };
+        let written = format!("{key}.json");
+        let mut older: Vec<(std::time::SystemTime, &String)> = older
+            .iter()
+            .filter(|name| **name != written)
+            .filter_map(|name| {
+                let modified = std::fs::metadata(self.dir.join(name))
+                    .ok()?
+                    .modified()
+                    .ok()?;
+                Some((modified, name))
+            })
+            .collect();
+        let keep = ENTRIES_PER_CRATE.saturating_sub(1);
+        if older.len() <= keep {
+            return;
+        }
+        older.sort();
+        for (_, name) in &older[..older.len() - keep] {
+            let _ = std::fs::remove_file(self.dir.join(name));
         }
     }
 }

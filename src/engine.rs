@@ -727,6 +727,7 @@ impl FileRead {
         match (self.hash, &self.text) {
             (Some(hash), _) => Ok(hash),
             (None, Err(e)) => Err(e),
+            // Not hashed: read without a cache, where no key is made.
             (None, Ok(_)) => Ok(0),
         }
     }

@@ -121,6 +121,34 @@ fn warm_runs_serve_crates_with_files_that_are_not_text() {
     assert_eq!((s3.cached_crates, s3.hashed_only), (1, 1));
 }
 
+/// A crate that keeps changing keeps only its newest few entries; the others are untouched.
+#[test]
+fn the_cache_keeps_a_few_entries_per_crate() {
+    let corpus = tempfile::tempdir().expect("tempdir");
+    lockaudit::corpus::generate(corpus.path(), 2, 6, 3).expect("corpus");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let p = [corpus.path().to_path_buf()];
+    let state = corpus.path().join("crate1/src/state.rs");
+    let original = std::fs::read_to_string(&state).expect("read");
+    for i in 0..7 {
+        std::fs::write(&state, format!("{original}\n// edit {i}\n")).expect("write");
+        results(&p, true, Some(cache.path()));
+    }
+    let count = |krate: &str| {
+        let tag = lockaudit::cache::crate_tag(&corpus.path().join(krate));
+        std::fs::read_dir(cache.path().join(format!("v{}", env!("CARGO_PKG_VERSION"))))
+            .expect("cache dir")
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.starts_with(&format!("{tag}-")) && n.ends_with(".json"))
+            .count()
+    };
+    assert_eq!(count("crate0"), 1, "an unchanged crate has its one entry");
+    assert_eq!(count("crate1"), 4, "seven versions, the newest four kept");
+    // The newest is the one a warm run is served from.
+    let (_, warm) = results(&p, true, Some(cache.path()));
+    assert_eq!((warm.cached_crates, warm.hashed_only), (2, 2));
+}
+
 #[test]
 fn names_in_comments_and_strings_do_not_make_a_file_relevant() {
     let dir = tempfile::tempdir().expect("tempdir");
