@@ -206,9 +206,10 @@ fn match_method<'a>(
                         .map(|t| last(t))
                 })
                 .or_else(|| {
-                    def.receiver
-                        .as_ref()
-                        .and_then(|r| r.to_vec().first().map(|p| last(p)))
+                    def.receiver.as_ref().and_then(|r| {
+                        let first = r.to_vec().first().map(|p| p.to_string())?;
+                        Some(last(first.split('<').next().unwrap_or(&first)))
+                    })
                 })
                 .unwrap_or_default();
             let mut found = build(
@@ -238,11 +239,31 @@ fn canonical<'p>(w: &'p Walker<'_, '_>, path: &'p str) -> &'p str {
 }
 
 fn receiver_is(w: &Walker<'_, '_>, def: &CallDef, ty: &Ty) -> bool {
-    let have = canonical(w, &ty.path);
     def.receiver
         .as_ref()
-        .is_some_and(|r| r.to_vec().iter().any(|p| canonical(w, p) == have))
+        .is_some_and(|r| r.to_vec().iter().any(|d| declared_is(w, d, ty)))
         || def.in_scope.iter().any(|t| t == &ty.path)
+}
+
+/// Is `ty` the declared receiver type? A declaration may pin type arguments
+/// (`r2d2::PooledConnection<redis::Client>`): a pool's connection is Redis's only when the pool
+/// manages Redis connections.
+fn declared_is(w: &Walker<'_, '_>, declared: &str, ty: &Ty) -> bool {
+    let (path, args) = match declared.split_once('<') {
+        Some((path, rest)) => (path, rest.strip_suffix('>').unwrap_or(rest)),
+        None => (declared, ""),
+    };
+    canonical(w, path.trim()) == canonical(w, &ty.path)
+        && args
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .enumerate()
+            .all(|(i, a)| {
+                ty.args
+                    .get(i)
+                    .is_some_and(|t| canonical(w, &t.path) == canonical(w, a))
+            })
 }
 
 /// A receiver matches when its type is one the call is declared on, or, for trait methods, when the
