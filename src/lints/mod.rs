@@ -2,6 +2,7 @@
 //! Use instead / Known limits) and its check. This table registers them; rule ids are a stable
 //! contract.
 
+pub mod advisory_lock_on_pool;
 pub mod ignored_lock_failure;
 pub mod invalid_annotation;
 pub mod long_deadline;
@@ -97,6 +98,11 @@ pub struct RuleMeta {
 /// Every rule, in id order.
 pub static RULES: &[RuleMeta] = &[
     RuleMeta {
+        id: "advisory-lock-on-pool",
+        default_level: Level::Error,
+        check: Check::Site(advisory_lock_on_pool::check),
+    },
+    RuleMeta {
         id: "ignored-lock-failure",
         default_level: Level::Error,
         check: Check::Site(ignored_lock_failure::check),
@@ -165,6 +171,7 @@ pub static RULES: &[RuleMeta] = &[
 
 /// Rule ids, for suggestions.
 pub const ALL_IDS: &[&str] = &[
+    "advisory-lock-on-pool",
     "ignored-lock-failure",
     "invalid-annotation",
     "long-deadline",

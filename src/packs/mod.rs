@@ -48,6 +48,10 @@ pub struct PackMeta {
     /// Functions that start a raw command (`redis::cmd`), for `[[command]]` entries.
     #[serde(default)]
     pub command_builders: Vec<String>,
+    /// Types that run each statement on whichever of their connections is free (`sqlx::PgPool`):
+    /// a session lock taken through one stays with a connection its holder no longer has.
+    #[serde(default)]
+    pub pools: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -37,6 +37,9 @@ pub(super) struct Matched<'a> {
     pub auto_renew: bool,
     pub stream_ttl: bool,
     pub sql: bool,
+    /// For SQL: the pool type the statement ran on, when it ran on a pool rather than on one
+    /// connection or transaction.
+    pub pool: Option<String>,
     /// The call returns a lock value (handle or guard) rather than a reply about a key.
     pub handle: bool,
     /// How this call's lock is released, when it differs from the pack's.
@@ -80,7 +83,9 @@ pub(super) fn match_site<'a>(
                 return Some(found);
             }
             if w.cx.packs.sql_calls.contains_key(&m.method.to_string()) {
-                return match_sql(w, &args, Span::of(&m.method), &m.method.to_string());
+                // `pool.execute("SELECT pg_advisory_lock(1)")`: the receiver runs it.
+                return match_sql(w, &args, Span::of(&m.method), &m.method.to_string())
+                    .map(|found| on_pool(w, found, Some(&m.receiver)));
             }
             None
         }
@@ -140,7 +145,15 @@ pub(super) fn match_site<'a>(
             }
             let last = path.rsplit("::").next().unwrap_or(&path);
             if w.cx.packs.sql_calls.contains_key(last) {
-                return match_sql(w, &args, name_span, last);
+                // `sqlx::query(sql).bind(k).execute(&pool)`: the executing call's argument runs it.
+                let executor = outward.iter().rev().find_map(|level| match level {
+                    Expr::MethodCall(m) if EXECUTING.contains(&m.method.to_string().as_str()) => {
+                        m.args.first()
+                    }
+                    _ => None,
+                });
+                return match_sql(w, &args, name_span, last)
+                    .map(|found| on_pool(w, found, executor));
             }
             None
         }
@@ -334,6 +347,7 @@ fn build<'a>(
         auto_renew: def.auto_renew,
         stream_ttl: def.stream_ttl,
         sql: false,
+        pool: None,
         handle: def.returns_type.is_some()
             || def.in_scope.is_empty()
                 && !matches!(def.returns, Returns::Bool | Returns::ResultBool),
@@ -491,6 +505,7 @@ fn match_command<'a>(
                 auto_renew: false,
                 stream_ttl: false,
                 sql: false,
+                pool: None,
                 handle: false,
                 release: None,
                 consensus: None,
@@ -533,6 +548,31 @@ fn match_sql<'a>(
         }
     }
     None
+}
+
+/// The methods that run a built statement on the executor they are given (sqlx's `Execute`).
+const EXECUTING: &[&str] = &[
+    "execute",
+    "execute_many",
+    "fetch",
+    "fetch_all",
+    "fetch_many",
+    "fetch_one",
+    "fetch_optional",
+];
+
+/// Notes the pool a SQL site runs on, when its executor's type is one of its pack's pools.
+fn on_pool<'a>(
+    w: &Walker<'a, '_>,
+    mut found: Matched<'a>,
+    executor: Option<&'a Expr>,
+) -> Matched<'a> {
+    let pools = &w.cx.packs.packs[found.pack].pack.pools;
+    found.pool = executor
+        .and_then(|e| w.type_of(e))
+        .map(|t| t.peeled().path.clone())
+        .filter(|p| pools.iter().any(|pool| pool == p));
+    found
 }
 
 fn is_literal(e: &Expr) -> bool {
@@ -598,6 +638,7 @@ fn sql_match<'a>(
         auto_renew: false,
         stream_ttl: false,
         sql: true,
+        pool: None,
         handle: false,
         release: None,
         consensus: None,

@@ -93,6 +93,8 @@ pub struct Site {
     pub backend: Option<String>,
     /// Found in SQL text (session or transaction advisory lock).
     pub sql: bool,
+    /// For SQL: the pool type the statement ran on, when it ran on a pool.
+    pub pool: Option<String>,
     /// What happens while the lock is held.
     pub region: Region,
     /// For a call to a lock wrapper: the wrapper's path.

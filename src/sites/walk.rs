@@ -686,6 +686,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             consensus: m.consensus.unwrap_or(pack.consensus),
             backend: m.backend,
             sql: m.sql,
+            pool: m.pool,
             region: Default::default(),
             via: m.via,
             wrapped: false,

@@ -1,0 +1,81 @@
+use super::Violation;
+use crate::classify::Classified;
+use crate::config::RuleOptions;
+use crate::sites::Fencing;
+
+/// ## What it does
+/// Flags a PostgreSQL advisory lock taken by a statement that runs on a connection pool
+/// (`sqlx::query("SELECT pg_advisory_lock($1)").execute(&pool)`) instead of on one connection or
+/// transaction the code keeps. The pool types are the pack's `pools` (sqlx's `PgPool` and `Pool`).
+///
+/// ## Why it matters
+/// An advisory lock belongs to the session or the transaction that took it, and a pool runs each
+/// statement on whichever connection is free.
+///
+/// A session lock (`pg_advisory_lock`, `pg_try_advisory_lock`) stays with a connection that goes
+/// back to the pool. The work that follows may run on other connections, the unlock too: it
+/// returns `false` and unlocks nothing. The lock then stays held until that pooled connection is
+/// closed, which a pool may not do for hours, and every other acquirer waits or fails.
+///
+/// A transaction lock (`pg_advisory_xact_lock`) taken outside a transaction ends with the
+/// statement's own implicit transaction: it is released before the next line runs and protects
+/// nothing.
+///
+/// ## Example
+/// ```rust
+/// sqlx::query("SELECT pg_advisory_lock($1)").bind(key).execute(&pool).await?;
+/// run_migrations(&pool).await?;
+/// sqlx::query("SELECT pg_advisory_unlock($1)").bind(key).execute(&pool).await?;
+/// ```
+///
+/// ## Use instead
+/// Hold one connection for the lock's whole life:
+/// ```rust
+/// let mut conn = pool.acquire().await?;
+/// sqlx::query("SELECT pg_advisory_lock($1)").bind(key).execute(&mut *conn).await?;
+/// run_migrations(&mut conn).await?;
+/// sqlx::query("SELECT pg_advisory_unlock($1)").bind(key).execute(&mut *conn).await?;
+/// ```
+/// or take a transaction lock inside the transaction that does the work:
+/// ```rust
+/// let mut tx = pool.begin().await?;
+/// sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(key).execute(&mut *tx).await?;
+/// ```
+///
+/// ## Known limits
+/// The executor's type must be known (a parameter, a field, a local with a written type or a known
+/// constructor). A pool reached through a wrapper type of the code's own, or through
+/// `sqlx::query!` macros, is not recognised; declare such types in a pack's `pools`.
+pub struct AdvisoryLockOnPool;
+
+pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {
+    let site = &c.site;
+    if !site.sql || !site.kind.is_acquisition() {
+        return None;
+    }
+    let pool = site.pool.as_deref()?;
+    let short = pool.rsplit("::").next().unwrap_or(pool);
+    let (message, help) = if site.fencing == Fencing::Transaction {
+        (
+            format!(
+                "`{}` runs on the pool `{short}`, outside any transaction: the lock ends with the statement and protects nothing",
+                site.api
+            ),
+            "take it inside the transaction that does the work: `let mut tx = pool.begin().await?;` and run it on `&mut *tx`".to_string(),
+        )
+    } else {
+        (
+            format!(
+                "`{}` runs on the pool `{short}`: the session lock stays with whichever connection ran it, so the work and the unlock may run on other connections and the lock stays held",
+                site.api
+            ),
+            "hold one connection for the lock's whole life: `let mut conn = pool.acquire().await?;` and run the lock, the work and the unlock on it".to_string(),
+        )
+    };
+    Some(Violation {
+        span: site.span,
+        message,
+        help,
+        ..Default::default()
+    })
+}
