@@ -44,8 +44,8 @@ use crate::sites::Fencing;
 ///
 /// ## Known limits
 /// The executor's type must be known (a parameter, a field, a local with a written type or a known
-/// constructor). A pool reached through a wrapper type of the code's own, or through
-/// `sqlx::query!` macros, is not recognised; declare such types in a pack's `pools`.
+/// constructor). A pool behind a wrapper type of the code's own is not recognised; declare such
+/// types in a pack's `pools`.
 pub struct AdvisoryLockOnPool;
 
 pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {

@@ -145,15 +145,8 @@ pub(super) fn match_site<'a>(
             }
             let last = path.rsplit("::").next().unwrap_or(&path);
             if w.cx.packs.sql_calls.contains_key(last) {
-                // `sqlx::query(sql).bind(k).execute(&pool)`: the executing call's argument runs it.
-                let executor = outward.iter().rev().find_map(|level| match level {
-                    Expr::MethodCall(m) if EXECUTING.contains(&m.method.to_string().as_str()) => {
-                        m.args.first()
-                    }
-                    _ => None,
-                });
                 return match_sql(w, &args, name_span, last)
-                    .map(|found| on_pool(w, found, executor));
+                    .map(|found| on_pool(w, found, executor(outward)));
             }
             None
         }
@@ -168,14 +161,14 @@ pub(super) fn match_site<'a>(
                     syn::punctuated::Punctuated::<Expr, syn::Token![,]>::parse_terminated,
                 )
                 .ok()?;
-            let first = args.first()?;
-            let text = eval::eval_str(first, w)?;
-            let span = if matches!(first, Expr::Lit(_)) {
-                Span::of(first)
+            // The SQL text is the first argument that is one (`query_as!(Row, "SELECT …", k)`).
+            let (sql, text) = args.iter().find_map(|a| Some((a, eval::eval_str(a, w)?)))?;
+            let span = if matches!(sql, Expr::Lit(_)) {
+                Span::of(sql)
             } else {
                 Span::of(&m.mac.path)
             };
-            sql_match(w, &text, span, &name)
+            sql_match(w, &text, span, &name).map(|found| on_pool(w, found, executor(outward)))
         }
         _ => None,
     }
@@ -560,6 +553,15 @@ const EXECUTING: &[&str] = &[
     "fetch_one",
     "fetch_optional",
 ];
+
+/// `sqlx::query(sql).bind(k).execute(&pool)`: the argument of the call that runs a built
+/// statement (`outward` holds the enclosing chain levels, outermost first).
+fn executor<'a>(outward: &[&'a Expr]) -> Option<&'a Expr> {
+    outward.iter().rev().find_map(|level| match level {
+        Expr::MethodCall(m) if EXECUTING.contains(&m.method.to_string().as_str()) => m.args.first(),
+        _ => None,
+    })
+}
 
 /// Notes the pool a SQL site runs on, when its executor's type is one of its pack's pools.
 fn on_pool<'a>(
