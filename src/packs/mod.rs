@@ -52,6 +52,10 @@ pub struct PackMeta {
     /// a session lock taken through one stays with a connection its holder no longer has.
     #[serde(default)]
     pub pools: Vec<String>,
+    /// Other crates' paths to this library (`"deadpool_redis::redis" = "redis"`: deadpool-redis
+    /// re-exports the redis crate). Paths through them are read as the library's own.
+    #[serde(default)]
+    pub crate_aliases: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -464,6 +468,8 @@ pub struct PackSet {
     pub sql_functions: HashMap<String, (usize, usize)>,
     /// Names of calls that run SQL text.
     pub sql_calls: HashMap<String, usize>,
+    /// Path prefixes that name a library through another crate -> the library's own prefix.
+    pub crate_aliases: Vec<(String, String)>,
 }
 
 impl PackSet {
@@ -477,6 +483,12 @@ impl PackSet {
                     pack.pack.name
                 )));
             }
+            set.crate_aliases.extend(
+                pack.pack
+                    .crate_aliases
+                    .iter()
+                    .map(|(from, to)| (from.clone(), to.clone())),
+            );
             for t in &pack.types {
                 let mut ctors = t.constructors.clone();
                 if !ctors.iter().any(|c| c == "new") {
@@ -529,6 +541,27 @@ impl PackSet {
     /// The pack type a canonical path names, with its canonical spelling.
     pub fn type_of_path(&self, path: &str) -> Option<&(usize, String)> {
         self.types.get(path)
+    }
+
+    /// A path as the library's own: `deadpool_redis::redis::cmd` is `redis::cmd`.
+    pub fn unalias(&self, path: String) -> String {
+        for (from, to) in &self.crate_aliases {
+            if let Some(rest) = path.strip_prefix(from.as_str())
+                && (rest.is_empty() || rest.starts_with("::"))
+            {
+                return format!("{to}{rest}");
+            }
+        }
+        path
+    }
+
+    /// The spellings of a library path through the crates that re-export it, for matching imports
+    /// (`redis::AsyncCommands` is also `deadpool_redis::redis::AsyncCommands`).
+    pub fn aliases_of<'a>(&'a self, path: &'a str) -> impl Iterator<Item = String> + 'a {
+        self.crate_aliases.iter().filter_map(move |(from, to)| {
+            let rest = path.strip_prefix(to.as_str())?;
+            (rest.is_empty() || rest.starts_with("::")).then(|| format!("{from}{rest}"))
+        })
     }
 
     /// The backend a pack type declares for itself.

@@ -208,7 +208,7 @@ fn match_method<'a>(
                 .or_else(|| {
                     def.in_scope
                         .iter()
-                        .find(|t| w.imports.trait_in_scope(t))
+                        .find(|t| trait_in_scope(w, t))
                         .map(|t| last(t))
                 })
                 .or_else(|| {
@@ -283,7 +283,7 @@ pub(super) fn receiver_matches(w: &Walker<'_, '_>, def: &CallDef, rty: Option<&T
     if def.in_scope.is_empty() {
         return false;
     }
-    let in_scope = def.in_scope.iter().any(|t| w.imports.trait_in_scope(t));
+    let in_scope = def.in_scope.iter().any(|t| trait_in_scope(w, t));
     if !in_scope {
         return false;
     }
@@ -294,6 +294,16 @@ pub(super) fn receiver_matches(w: &Walker<'_, '_>, def: &CallDef, rty: Option<&T
             .iter()
             .any(|tr| first_segment(tr) == first_segment(&t.path)),
     }
+}
+
+/// Is the trait usable here, imported under the library's name or through a crate that
+/// re-exports the library?
+fn trait_in_scope(w: &Walker<'_, '_>, t: &str) -> bool {
+    w.imports.trait_in_scope(t)
+        || w.cx
+            .packs
+            .aliases_of(t)
+            .any(|a| w.imports.trait_in_scope(&a))
 }
 
 /// Options-builder conditions (`conditional_set(ExistenceCheck::NX)`).

@@ -302,7 +302,9 @@ impl<'a, 'c> Walker<'a, 'c> {
         let resolved = self
             .imports
             .resolve(path, self.self_ty.as_ref(), &self.known());
-        self.cx.index.through_reexports(resolved)
+        self.cx
+            .packs
+            .unalias(self.cx.index.through_reexports(resolved))
     }
 
     fn ty_of_type(&self, t: &syn::Type) -> Option<Ty> {
@@ -310,7 +312,14 @@ impl<'a, 'c> Walker<'a, 'c> {
         if let Some(g) = self.generics.get(&ty.path) {
             return Some(g.clone());
         }
-        Some(self.cx.index.normalize(&ty))
+        Some(self.unalias(self.cx.index.normalize(&ty)))
+    }
+
+    /// A type as its library names it (`deadpool_redis::redis::Client` is `redis::Client`).
+    fn unalias(&self, mut ty: Ty) -> Ty {
+        ty.path = self.cx.packs.unalias(std::mem::take(&mut ty.path));
+        ty.args = ty.args.into_iter().map(|a| self.unalias(a)).collect();
+        ty
     }
 
     /// The initialiser of a visible local, borrowed from the tree (not from the walker).
