@@ -5,8 +5,10 @@ use crate::packs::CallKind;
 
 /// ## What it does
 /// Flags a release that deletes the lock's key without checking the owner: `DEL`, `del` or
-/// `UNLINK` on a lock's key outside an owner-comparing script. A compare-and-delete Lua script, or
-/// `DELEX`/`del_ex` with `IFEQ`, is fine; `pg_advisory_unlock*` and etcd's `unlock` (whose key
+/// `UNLINK` on a lock's key outside an owner-comparing script, or a Lua script
+/// (`redis::Script::new(..).key(k).invoke(..)`) that deletes its key without first comparing the
+/// key's value with an argument. A compare-and-delete Lua script, or `DELEX`/`del_ex` with `IFEQ`,
+/// is fine; `pg_advisory_unlock*` and etcd's `unlock` (whose key
 /// embeds the holder's lease) are releases that prove ownership.
 ///
 /// ## Why it matters

@@ -6,7 +6,8 @@ use crate::sites::{Failure, Ttl};
 
 /// ## What it does
 /// Flags a renewal that does not prove the caller still owns the lock: `EXPIRE`, `PEXPIRE`,
-/// `expire`, `pexpire` or `SET … XX` on a lock's key outside an owner-comparing script. An
+/// `expire`, `pexpire` or `SET … XX` on a lock's key outside an owner-comparing script, or a Lua
+/// script that re-expires its key without first comparing the key's value with an argument. An
 /// `expire` that directly follows a `SETNX` acquisition, before any other work, is part of that
 /// (non-atomic) acquisition and reported as `missing-deadline` there instead.
 ///

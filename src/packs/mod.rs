@@ -56,6 +56,11 @@ pub struct PackMeta {
     /// re-exports the redis crate). Paths through them are read as the library's own.
     #[serde(default)]
     pub crate_aliases: BTreeMap<String, String>,
+    /// Functions that build a server-side Lua script from its text (`redis::Script::new`), run
+    /// with `.key(..)`/`.arg(..)` and `invoke`: a script that deletes or re-expires a key is a
+    /// release or a renewal, owner-checked when it compares the key's value with an argument.
+    #[serde(default)]
+    pub script_builders: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -470,6 +475,8 @@ pub struct PackSet {
     pub sql_calls: HashMap<String, usize>,
     /// Path prefixes that name a library through another crate -> the library's own prefix.
     pub crate_aliases: Vec<(String, String)>,
+    /// Script builder function path -> the pack.
+    pub script_builders: HashMap<String, usize>,
 }
 
 impl PackSet {
@@ -482,6 +489,9 @@ impl PackSet {
                     "two rule packs are named `{}`; pack names must be unique",
                     pack.pack.name
                 )));
+            }
+            for b in &pack.pack.script_builders {
+                set.script_builders.insert(b.clone(), pi);
             }
             set.crate_aliases.extend(
                 pack.pack

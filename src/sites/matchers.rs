@@ -143,6 +143,9 @@ pub(super) fn match_site<'a>(
                 }
                 return match_command(w, packs, &args, cmd_args, consumed, call_span);
             }
+            if let Some(&pi) = w.cx.packs.script_builders.get(&path) {
+                return match_script(w, pi, &args, outward, Span::join(name_span, Span::of(c)));
+            }
             let last = path.rsplit("::").next().unwrap_or(&path);
             if w.cx.packs.sql_calls.contains_key(last) {
                 return match_sql(w, &args, name_span, last)
@@ -519,6 +522,96 @@ fn match_command<'a>(
         }
     }
     None
+}
+
+/// `redis::Script::new(RELEASE).key(k).arg(token).invoke_async(con)`: what the Lua text does to
+/// its key. Deleting it is a release, re-expiring it a renewal; either is owner-checked when the
+/// script compares the key's value with an argument first (compare-and-delete). Scripts that
+/// do neither (or acquire) are no event.
+fn match_script<'a>(
+    w: &Walker<'a, '_>,
+    pi: usize,
+    args: &[&'a Expr],
+    outward: &[&'a Expr],
+    span: Span,
+) -> Option<Matched<'a>> {
+    let lua = eval::eval_str(args.first()?, w)?.to_ascii_lowercase();
+    let calls = lua_calls(&lua);
+    let kind = if calls.iter().any(|c| c == "del" || c == "unlink") {
+        CallKind::Release
+    } else if calls
+        .iter()
+        .any(|c| matches!(c.as_str(), "expire" | "pexpire" | "expireat" | "pexpireat"))
+    {
+        CallKind::Renew
+    } else {
+        return None;
+    };
+    let owner_checked =
+        calls.iter().any(|c| c == "get") && lua.contains("argv") && lua.contains("==");
+    // The `.key(..)`/`.arg(..)` calls directly outside the builder, innermost first.
+    let (mut keys, mut script_args, mut consumed) = (Vec::new(), Vec::new(), 0);
+    for level in outward.iter().rev() {
+        match level {
+            Expr::MethodCall(m) if m.method == "key" && m.args.len() == 1 => {
+                keys.push(&m.args[0]);
+            }
+            Expr::MethodCall(m) if m.method == "arg" && m.args.len() == 1 => {
+                script_args.push(&m.args[0]);
+            }
+            _ => break,
+        }
+        consumed += 1;
+    }
+    let mentioned: Vec<&Expr> = keys.iter().chain(&script_args).copied().collect();
+    Some(Matched {
+        pack: pi,
+        api: "Script::invoke".into(),
+        kind,
+        span,
+        key: keys.first().copied(),
+        ttl: Ttl::Implicit,
+        fencing: Fencing::None,
+        returns: Returns::Result,
+        consumed,
+        discarded: None,
+        mentions: mentions_of(None, &mentioned),
+        owner_checked,
+        auto_renew: false,
+        stream_ttl: false,
+        sql: false,
+        pool: None,
+        handle: false,
+        release: None,
+        consensus: None,
+        backend: None,
+        lease_names: HashSet::new(),
+        via: None,
+    })
+}
+
+/// Lower-case command names a Lua script passes to `redis.call` / `redis.pcall`.
+fn lua_calls(lua: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for part in lua.split("redis.").skip(1) {
+        let Some(rest) = part
+            .strip_prefix("call")
+            .or_else(|| part.strip_prefix("pcall"))
+        else {
+            continue;
+        };
+        let rest = rest
+            .trim_start()
+            .strip_prefix('(')
+            .unwrap_or("")
+            .trim_start();
+        let Some(quote) = rest.chars().next().filter(|c| *c == '\'' || *c == '"') else {
+            continue;
+        };
+        let name: String = rest[1..].chars().take_while(|c| *c != quote).collect();
+        out.push(name.trim().to_string());
+    }
+    out
 }
 
 pub(super) fn flatten_args<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
