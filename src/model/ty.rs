@@ -25,7 +25,8 @@ impl Ty {
     }
 
     /// Strips the layers that do not change which lock a value is: smart pointers, `Option`,
-    /// `Result`'s success type. References are already gone (they are not paths).
+    /// the success type of `Result` and of any `…Result<T>` alias. References are already gone
+    /// (they are not paths).
     pub fn peeled(&self) -> &Ty {
         let mut t = self;
         loop {
@@ -40,7 +41,10 @@ impl Ty {
                     | "Pin"
                     | "ManuallyDrop"
                     | "Weak"
-            ) && is_std_like(&t.path);
+            ) && is_std_like(&t.path)
+                // Libraries' and crates' own result aliases (`RedisResult<T>`, `anyhow::Result<T>`,
+                // `crate::Result<T>`, diesel's `QueryResult<T>`): the success type comes first.
+                || t.last_segment().ends_with("Result");
             match t.args.first() {
                 Some(inner) if transparent => t = inner,
                 _ => return t,

@@ -305,6 +305,12 @@ fn stmt_is_work(s: &Stmt) -> bool {
 fn expr_is_work(e: &Expr) -> bool {
     match e {
         Expr::Macro(m) => !is_log_macro(&m.mac),
+        // Waiting for the next round (`sleep(..).await`, `interval.tick().await`) and leaving the
+        // round are not work done without the lock: `Err(_) => {}` then a sleep is a retry loop.
+        Expr::Await(a) => expr_is_work(&a.base),
+        Expr::Continue(_) | Expr::Break(_) => false,
+        Expr::Call(c) if is_pause(&c.func) => false,
+        Expr::MethodCall(m) if m.method == "tick" && m.args.is_empty() => false,
         Expr::Return(r) => r.expr.as_deref().is_some_and(expr_is_work),
         Expr::Call(c) => {
             // `Ok(())`, `Some(x)`: a value, not work.
@@ -314,6 +320,14 @@ fn expr_is_work(e: &Expr) -> bool {
         Expr::Path(_) | Expr::Lit(_) | Expr::Tuple(_) => false,
         _ => true,
     }
+}
+
+/// `tokio::time::sleep`, `std::thread::sleep`, `sleep_until`, …
+fn is_pause(f: &Expr) -> bool {
+    matches!(f, Expr::Path(p) if p.path.segments.last().is_some_and(|s| matches!(
+        s.ident.to_string().as_str(),
+        "sleep" | "sleep_until" | "sleep_ms" | "delay_for" | "delay_until"
+    )))
 }
 
 fn macro_name(m: &syn::Macro) -> String {

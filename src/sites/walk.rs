@@ -198,6 +198,11 @@ fn analyze_fn<'a>(
             }
         }
     }
+    // A method on the lock's own holder (`fn release(self)` reading `self.key`) releases what
+    // its receiver holds: `self` is a parameter for release wrappers.
+    if sig.receiver().is_some() {
+        w.params.insert("self".into());
+    }
     for input in &sig.inputs {
         if let syn::FnArg::Typed(pt) = input {
             let ty = w.ty_of_type(&pt.ty);
