@@ -1,4 +1,4 @@
-//! lockaudit: a static analyzer for distributed-lock use in Rust code.
+//! `lockaudit`, a static analyzer for distributed-lock use in Rust code.
 //!
 //! The pipeline, one module per stage: [`discover`] -> parse and [`model`] (in [`engine`]) ->
 //! [`sites`] (matched against [`packs`]) -> [`classify`] (with [`directives`] and [`config`]) ->
