@@ -53,6 +53,37 @@ pub(super) struct Matched<'a> {
     pub via: Option<String>,
 }
 
+impl<'a> Matched<'a> {
+    /// A match with nothing known beyond what it is: no key, an implicit deadline, no fencing, a
+    /// `Result`, owner-checked. Matchers fill in what their call says.
+    fn plain(pack: usize, api: String, kind: CallKind, span: Span) -> Matched<'a> {
+        Matched {
+            pack,
+            api,
+            kind,
+            span,
+            key: None,
+            ttl: Ttl::Implicit,
+            fencing: Fencing::None,
+            returns: Returns::Result,
+            consumed: 0,
+            discarded: None,
+            mentions: HashSet::new(),
+            owner_checked: true,
+            auto_renew: false,
+            stream_ttl: false,
+            sql: false,
+            pool: None,
+            handle: false,
+            release: None,
+            consensus: None,
+            backend: None,
+            lease_names: HashSet::new(),
+            via: None,
+        }
+    }
+}
+
 fn mentions_of(receiver: Option<&Expr>, args: &[&Expr]) -> HashSet<String> {
     let mut out = HashSet::new();
     for e in receiver.into_iter().chain(args.iter().copied()) {
@@ -334,10 +365,6 @@ fn build<'a>(
 ) -> Matched<'a> {
     let pack = &w.cx.packs.packs[r.pack].pack;
     let mut m = Matched {
-        pack: r.pack,
-        api,
-        kind: def.kind,
-        span,
         key: def.key_arg.and_then(|i| args.get(i).copied()),
         ttl: ttl::for_call(w, def, args, receiver),
         fencing: if pack.fencing == PackFencing::Token {
@@ -346,26 +373,21 @@ fn build<'a>(
             Fencing::None
         },
         returns: def.returns,
-        consumed: 0,
-        discarded: None,
         mentions: mentions_of(receiver, args),
         owner_checked: def.owner_check,
         auto_renew: def.auto_renew,
         stream_ttl: def.stream_ttl,
-        sql: false,
-        pool: None,
         handle: def.returns_type.is_some()
             || def.in_scope.is_empty()
                 && !matches!(def.returns, Returns::Bool | Returns::ResultBool),
         release: def.release,
         consensus: def.consensus,
-        backend: None,
         lease_names: def
             .lease_arg
             .and_then(|i| args.get(i))
             .map(|a| idents_in(a))
             .unwrap_or_default(),
-        via: None,
+        ..Matched::plain(r.pack, api, def.kind, span)
     };
     // A wrapper's call site inherits what the primitive inside it has.
     m.via = def.via.clone();
@@ -491,10 +513,6 @@ fn match_command<'a>(
                 api.push_str(&wv.to_ascii_uppercase());
             }
             return Some(Matched {
-                pack: pi,
-                api,
-                kind: c.kind,
-                span,
                 key: c.key_arg.and_then(|i| cmd_args.get(i).copied()),
                 ttl,
                 fencing: if pack.fencing == PackFencing::Token {
@@ -505,19 +523,9 @@ fn match_command<'a>(
                 // `SET … NX` answers nil when the key exists: the caller must look.
                 returns: Returns::ResultOption,
                 consumed,
-                discarded: None,
                 mentions: mentions_of(None, &cmd_args),
                 owner_checked: c.owner_check,
-                auto_renew: false,
-                stream_ttl: false,
-                sql: false,
-                pool: None,
-                handle: false,
-                release: None,
-                consensus: None,
-                backend: None,
-                lease_names: HashSet::new(),
-                via: None,
+                ..Matched::plain(pi, api, c.kind, span)
             });
         }
     }
@@ -565,28 +573,11 @@ fn match_script<'a>(
     }
     let mentioned: Vec<&Expr> = keys.iter().chain(&script_args).copied().collect();
     Some(Matched {
-        pack: pi,
-        api: "Script::invoke".into(),
-        kind,
-        span,
         key: keys.first().copied(),
-        ttl: Ttl::Implicit,
-        fencing: Fencing::None,
-        returns: Returns::Result,
         consumed,
-        discarded: None,
         mentions: mentions_of(None, &mentioned),
         owner_checked,
-        auto_renew: false,
-        stream_ttl: false,
-        sql: false,
-        pool: None,
-        handle: false,
-        release: None,
-        consensus: None,
-        backend: None,
-        lease_names: HashSet::new(),
-        via: None,
+        ..Matched::plain(pi, "Script::invoke".into(), kind, span)
     })
 }
 
@@ -723,33 +714,16 @@ fn sql_match<'a>(
     };
     let try_kind = def.kind == CallKind::TryAcquire;
     Some(Matched {
-        pack: pi,
-        api: f.clone(),
-        kind: def.kind,
-        span,
-        key: None,
-        ttl: Ttl::Implicit,
         fencing,
         returns: if try_kind {
             Returns::ResultBool
         } else {
             Returns::Result
         },
-        consumed: 0,
         discarded: (try_kind && matches!(call_name, "execute" | "batch_execute"))
             .then_some("`execute` discards the boolean that says whether the lock was taken"),
-        mentions: HashSet::new(),
-        owner_checked: true,
-        auto_renew: false,
-        stream_ttl: false,
         sql: true,
-        pool: None,
-        handle: false,
-        release: None,
-        consensus: None,
-        backend: None,
-        lease_names: HashSet::new(),
-        via: None,
+        ..Matched::plain(pi, f.clone(), def.kind, span)
     })
 }
 
