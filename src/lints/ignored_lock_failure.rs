@@ -7,8 +7,9 @@ use crate::sites::Failure;
 /// Flags an acquisition whose failure does not stop the work it protects: the result discarded
 /// (`let _ = …`, a bare statement, `.ok();`), replaced by a default (`unwrap_or*`), an
 /// `if let Err`/`match` failure branch that neither returns, breaks, continues, panics nor propagates
-/// while the code after it runs, a `pg_try_advisory_lock` whose boolean is never tested (or thrown
-/// away by `execute`), a `SET … NX` reply never looked at, or sqlx `try_acquire`'s `Either::Right`
+/// while the code after it runs (waiting for the next round, a sleep or a tick, is not work), a
+/// `pg_try_advisory_lock` whose boolean is never tested (or thrown away by `execute`), a `SET … NX`
+/// reply never looked at (or dropped by redis-rs `exec`), or sqlx `try_acquire`'s `Either::Right`
 /// never matched.
 ///
 /// ## Why it matters

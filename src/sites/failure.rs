@@ -82,7 +82,9 @@ pub(super) fn judge<'a>(
     discarded: Option<&str>,
 ) -> Failure {
     if let Some(reason) = discarded
-        && layers(returns).contains(&Layer::Bool)
+        && layers(returns)
+            .iter()
+            .any(|l| matches!(l, Layer::Bool | Layer::Option))
     {
         return Failure::Ignored {
             reason: reason.to_string(),
@@ -196,6 +198,19 @@ fn apply(mut s: State, outward: &[&Expr]) -> Step {
                         if s.layers.contains(&Layer::Bool) {
                             return Step::Done(Failure::Ignored {
                                 reason: "`execute` discards the boolean that says whether the lock was taken".into(),
+                            });
+                        }
+                    }
+                    // redis-rs `Cmd::exec`: runs the command and drops its reply (`SET … NX`'s nil).
+                    "exec" | "exec_async" => {
+                        if s.layers
+                            .iter()
+                            .any(|l| matches!(l, Layer::Bool | Layer::Option))
+                        {
+                            return Step::Done(Failure::Ignored {
+                                reason: format!(
+                                    "`{name}` drops the reply that says whether the lock was taken"
+                                ),
                             });
                         }
                     }

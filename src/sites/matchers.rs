@@ -407,7 +407,11 @@ fn build<'a>(
 /// builder expression and of the statements that added to it. (When the builder expression alone
 /// already made a site, that site stands.)
 fn match_built_command<'a>(w: &Walker<'a, '_>, m: &'a syn::ExprMethodCall) -> Option<Matched<'a>> {
-    if !matches!(m.method.to_string().as_str(), "query" | "query_async") {
+    let run = m.method.to_string();
+    if !matches!(
+        run.as_str(),
+        "query" | "query_async" | "exec" | "exec_async"
+    ) {
         return None;
     }
     let Expr::Path(p) = &*m.receiver else {
@@ -437,7 +441,13 @@ fn match_built_command<'a>(w: &Walker<'a, '_>, m: &'a syn::ExprMethodCall) -> Op
     cmd_args.extend(added.iter().copied());
     let args: Vec<&'a Expr> = c.args.iter().collect();
     let span = Span::join(Span::of(&*m.receiver), Span::of(&m.method));
-    match_command(w, packs, &args, cmd_args, 0, span)
+    let mut found = match_command(w, packs, &args, cmd_args, 0, span)?;
+    found.discarded = match run.as_str() {
+        "exec" => Some("`exec` drops the reply that says whether the lock was taken"),
+        "exec_async" => Some("`exec_async` drops the reply that says whether the lock was taken"),
+        _ => None,
+    };
+    Some(found)
 }
 
 /// `redis::cmd("SET").arg(key).arg(val).arg("NX").arg("PX").arg(30_000)`: `args` are the
