@@ -48,6 +48,9 @@ pub struct PackMeta {
     /// Functions that start a raw command (`redis::cmd`), for `[[command]]` entries.
     #[serde(default)]
     pub command_builders: Vec<String>,
+    /// Functions that start a pipeline (`redis::pipe`), whose `.cmd(NAME)` starts a command too.
+    #[serde(default)]
+    pub pipeline_builders: Vec<String>,
     /// Types that run each statement on whichever of their connections is free (`sqlx::PgPool`):
     /// a session lock taken through one stays with a connection its holder no longer has.
     #[serde(default)]
@@ -469,6 +472,8 @@ pub struct PackSet {
     pub method_returns: HashMap<(String, String), String>,
     /// Command builder function path -> packs with `[[command]]` entries.
     pub command_builders: HashMap<String, Vec<usize>>,
+    /// Pipeline builder function path -> packs with `[[command]]` entries.
+    pub pipeline_builders: HashMap<String, Vec<usize>>,
     /// Lower-case SQL function name -> (pack, index into its `sql`).
     pub sql_functions: HashMap<String, (usize, usize)>,
     /// Names of calls that run SQL text.
@@ -530,6 +535,9 @@ impl PackSet {
                 };
                 for b in builders {
                     set.command_builders.entry(b).or_default().push(pi);
+                }
+                for b in &pack.pack.pipeline_builders {
+                    set.pipeline_builders.entry(b.clone()).or_default().push(pi);
                 }
             }
             for (si, s) in pack.sql.iter().enumerate() {

@@ -113,6 +113,24 @@ pub(super) fn match_site<'a>(
             if let Some(found) = match_built_command(w, m) {
                 return Some(found);
             }
+            // `redis::pipe().atomic().cmd("SET").arg(k)…`: a command inside a pipeline.
+            if m.method == "cmd"
+                && let Some(packs) = pipeline_of(w, &m.receiver)
+            {
+                let (cmd_args, consumed) = command_args(outward);
+                let span = Span::join(Span::of(&m.method), Span::of(&m.args));
+                let mut found = match_command(w, packs, &args, cmd_args, consumed, span)?;
+                // Its reply comes with the pipeline's, not from this expression; unless the
+                // next call drops it.
+                let next = outward.len().checked_sub(consumed + 1).map(|i| outward[i]);
+                if matches!(next, Some(Expr::MethodCall(n)) if n.method == "ignore") {
+                    found.discarded =
+                        Some("`ignore` drops the reply that says whether the lock was taken");
+                } else {
+                    found.returns = Returns::Value;
+                }
+                return Some(found);
+            }
             if w.cx.packs.sql_calls.contains_key(&m.method.to_string()) {
                 // `pool.execute("SELECT pg_advisory_lock(1)")`: the receiver runs it.
                 return match_sql(w, &args, Span::of(&m.method), &m.method.to_string())
@@ -160,18 +178,7 @@ pub(super) fn match_site<'a>(
             }
             if let Some(packs) = w.cx.packs.command_builders.get(&path) {
                 let call_span = Span::join(name_span, Span::of(c));
-                // The `.arg(..)` calls directly outside the builder, innermost first.
-                let mut cmd_args: Vec<&'a Expr> = Vec::new();
-                let mut consumed = 0;
-                for level in outward.iter().rev() {
-                    match level {
-                        Expr::MethodCall(m) if m.method == "arg" && m.args.len() == 1 => {
-                            flatten_args(&m.args[0], &mut cmd_args);
-                            consumed += 1;
-                        }
-                        _ => break,
-                    }
-                }
+                let (cmd_args, consumed) = command_args(outward);
                 return match_command(w, packs, &args, cmd_args, consumed, call_span);
             }
             if let Some(&pi) = w.cx.packs.script_builders.get(&path) {
@@ -400,6 +407,48 @@ fn build<'a>(
         m.backend = info.backend.clone();
     }
     m
+}
+
+/// The `.arg(..)` calls directly outside a command builder (innermost first), flattened, and how
+/// many chain levels they take.
+fn command_args<'a>(outward: &[&'a Expr]) -> (Vec<&'a Expr>, usize) {
+    let mut cmd_args: Vec<&'a Expr> = Vec::new();
+    let mut consumed = 0;
+    for level in outward.iter().rev() {
+        match level {
+            Expr::MethodCall(m) if m.method == "arg" && m.args.len() == 1 => {
+                flatten_args(&m.args[0], &mut cmd_args);
+                consumed += 1;
+            }
+            _ => break,
+        }
+    }
+    (cmd_args, consumed)
+}
+
+/// The packs of the pipeline a receiver is: a chain (`.atomic()`, earlier commands) whose root
+/// is a pipeline builder's call, directly or through the local it was bound to.
+fn pipeline_of<'w>(w: &'w Walker<'_, '_>, receiver: &Expr) -> Option<&'w [usize]> {
+    let mut cur = receiver;
+    for _ in 0..64 {
+        cur = match cur {
+            Expr::MethodCall(m) => &m.receiver,
+            Expr::Reference(r) => &r.expr,
+            Expr::Paren(p) => &p.expr,
+            Expr::Path(p) => w.builder(&p.path.get_ident()?.to_string())?.0,
+            Expr::Call(c) => {
+                let Expr::Path(f) = &*c.func else { return None };
+                return w
+                    .cx
+                    .packs
+                    .pipeline_builders
+                    .get(&w.resolve(&f.path))
+                    .map(Vec::as_slice);
+            }
+            _ => return None,
+        };
+    }
+    None
 }
 
 /// `let mut cmd = redis::cmd("SET"); cmd.arg(key).arg(val).arg("NX"); … cmd.query_async(&mut con)`:
