@@ -110,9 +110,6 @@ pub(super) fn match_site<'a>(
             ) {
                 return Some(found);
             }
-            if let Some(found) = match_built_command(w, m) {
-                return Some(found);
-            }
             // `redis::pipe().atomic().cmd("SET").arg(k)…`: a command inside a pipeline.
             if m.method == "cmd"
                 && let Some(packs) = pipeline_of(w, &m.receiver)
@@ -211,6 +208,7 @@ pub(super) fn match_site<'a>(
             };
             sql_match(w, &text, span, &name).map(|found| on_pool(w, found, executor(outward)))
         }
+        Expr::Path(p) => match_from_local(w, p, outward),
         _ => None,
     }
 }
@@ -451,22 +449,17 @@ fn pipeline_of<'w>(w: &'w Walker<'_, '_>, receiver: &Expr) -> Option<&'w [usize]
     None
 }
 
-/// `let mut cmd = redis::cmd("SET"); cmd.arg(key).arg(val).arg("NX"); … cmd.query_async(&mut con)`:
-/// a command built over several statements is judged where it runs, with the arguments of its
-/// builder expression and of the statements that added to it. (When the builder expression alone
-/// already made a site, that site stands.)
-fn match_built_command<'a>(w: &Walker<'a, '_>, m: &'a syn::ExprMethodCall) -> Option<Matched<'a>> {
-    let run = m.method.to_string();
-    if !matches!(
-        run.as_str(),
-        "query" | "query_async" | "exec" | "exec_async"
-    ) {
-        return None;
-    }
-    let Expr::Path(p) = &*m.receiver else {
-        return None;
-    };
-    let (init, added) = w.builder(&p.path.get_ident()?.to_string())?;
+/// A chain rooted in a local bound to a builder:
+/// `let mut cmd = redis::cmd("SET"); cmd.arg(key).arg("NX"); … cmd.arg("PX").arg(ms).query_async(con)`
+/// is judged where it runs, with the arguments of the builder expression, of the statements that
+/// added to it and of the chain (when the builder expression alone made a site, that site
+/// stands); `let s = Script::new(LUA); s.key(k).invoke_async(con)` is a script event.
+fn match_from_local<'a>(
+    w: &Walker<'a, '_>,
+    local: &'a syn::ExprPath,
+    outward: &[&'a Expr],
+) -> Option<Matched<'a>> {
+    let (init, added) = w.builder(&local.path.get_ident()?.to_string())?;
     // The builder expression: `redis::cmd(NAME)` inside its own `.arg(..)`s.
     let mut own = Vec::new();
     let mut cur = init;
@@ -478,25 +471,37 @@ fn match_built_command<'a>(w: &Walker<'a, '_>, m: &'a syn::ExprMethodCall) -> Op
         cur = &mc.receiver;
     }
     let Expr::Call(c) = cur else { return None };
+    let Expr::Path(f) = &*c.func else { return None };
+    let path = w.resolve(&f.path);
+    let builder_args: Vec<&'a Expr> = c.args.iter().collect();
+    if let Some(&pi) = w.cx.packs.script_builders.get(&path) {
+        return match_script(w, pi, &builder_args, outward, Span::of(local));
+    }
+    let packs = w.cx.packs.command_builders.get(&path)?;
     if w.matched(cur) {
         return None;
     }
-    let Expr::Path(f) = &*c.func else { return None };
-    let packs = w.cx.packs.command_builders.get(&w.resolve(&f.path))?;
+    // Only where it runs: the statements that add arguments are no sites.
+    let (chained, consumed) = command_args(outward);
+    let run = match outward.len().checked_sub(consumed + 1).map(|i| outward[i]) {
+        Some(Expr::MethodCall(r))
+            if matches!(
+                r.method.to_string().as_str(),
+                "query" | "query_async" | "exec" | "exec_async"
+            ) =>
+        {
+            r
+        }
+        _ => return None,
+    };
     let mut cmd_args = Vec::new();
     for a in own.into_iter().rev() {
         flatten_args(a, &mut cmd_args);
     }
     cmd_args.extend(added.iter().copied());
-    let args: Vec<&'a Expr> = c.args.iter().collect();
-    let span = Span::join(Span::of(&*m.receiver), Span::of(&m.method));
-    let mut found = match_command(w, packs, &args, cmd_args, 0, span)?;
-    found.discarded = match run.as_str() {
-        "exec" => Some("`exec` drops the reply that says whether the lock was taken"),
-        "exec_async" => Some("`exec_async` drops the reply that says whether the lock was taken"),
-        _ => None,
-    };
-    Some(found)
+    cmd_args.extend(chained);
+    let span = Span::join(Span::of(local), Span::of(&run.method));
+    match_command(w, packs, &builder_args, cmd_args, consumed, span)
 }
 
 /// `redis::cmd("SET").arg(key).arg(val).arg("NX").arg("PX").arg(30_000)`: `args` are the
