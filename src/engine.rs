@@ -697,10 +697,12 @@ fn with_bytes<R>(job: &Job, f: impl FnOnce(&[u8]) -> R) -> Result<R, FileError> 
 
 /// Reads a file into this thread's buffer and hands its text to `f`.
 fn with_text<R>(job: &Job, f: impl FnOnce(&str) -> R) -> Result<R, FileError> {
-    with_bytes(job, |b| match std::str::from_utf8(b) {
-        Ok(text) => Ok(f(text)),
-        Err(e) => Err(utf8_error(job, b, e)),
-    })?
+    with_bytes(job, |b| text_of(job, b).map(f))?
+}
+
+/// A file's bytes as text, or where they stop being UTF-8.
+fn text_of<'b>(job: &Job, bytes: &'b [u8]) -> Result<&'b str, FileError> {
+    std::str::from_utf8(bytes).map_err(|e| utf8_error(job, bytes, e))
 }
 
 fn utf8_error(job: &Job, bytes: &[u8], e: std::str::Utf8Error) -> FileError {
@@ -750,10 +752,7 @@ impl CrateFiles<'_> {
             .map(|&i| {
                 let job = &self.jobs[i];
                 let read = with_bytes(job, |b| {
-                    let text = match std::str::from_utf8(b) {
-                        Ok(t) => Ok(wants(t).then(|| t.to_string())),
-                        Err(e) => Err(utf8_error(job, b, e)),
-                    };
+                    let text = text_of(job, b).map(|t| wants(t).then(|| t.to_string()));
                     (hash.then(|| cache::content_hash(b)), text)
                 });
                 match read {
@@ -774,6 +773,8 @@ impl CrateFiles<'_> {
         let key_of = |parts: &mut dyn Iterator<Item = Result<u64, &FileError>>| {
             crate_key(self.root, self.members, self.jobs, parts, settings)
         };
+        // The key the hash-only pass already asked for, and missed.
+        let mut missed = None;
         if cache.has_seen(self.root) {
             let hashes: Vec<Result<u64, FileError>> = self
                 .members
@@ -784,10 +785,14 @@ impl CrateFiles<'_> {
             if let Some(entry) = cache.get(&key) {
                 return self.hit(entry, true, |_| None);
             }
+            missed = Some(key);
         }
         let reads = self.read(wants, true);
         let key = key_of(&mut reads.iter().map(FileRead::key_part));
-        if let Some(entry) = cache.get(&key) {
+        // Asked again only when a file changed between the two reads.
+        if missed.as_ref() != Some(&key)
+            && let Some(entry) = cache.get(&key)
+        {
             let mut texts: Vec<Option<String>> =
                 reads.into_iter().map(|r| r.text.ok().flatten()).collect();
             return self.hit(entry, false, |k| texts[k].take());
