@@ -14,7 +14,7 @@ use crate::diag::{FileError, ToolError, line_col};
 use crate::directives::{DirectiveKind, Directives};
 use crate::discover::{self, Candidate};
 use crate::lints::{self, Check, Level};
-use crate::model::{CrateIndex, FileIndex, Imports, module_path_for};
+use crate::model::{CrateGraph, CrateIndex, CrateView, FileIndex, Imports, module_path_for};
 use crate::packs;
 use crate::packs::{CallDef, PackSet};
 use crate::prefilter;
@@ -50,7 +50,6 @@ enum CrateRead {
 }
 
 struct Indexed {
-    job: usize,
     source: SourceFile,
     module: String,
     /// The constants the file may read, for the prefilter's closure (empty without a prefilter).
@@ -155,14 +154,32 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
             .flat_map(|c| prefilter::pack_triggers(&c.packs)),
     );
     let cache = settings.cache_dir.as_deref().and_then(Cache::open);
-    let mut crate_jobs: HashMap<&Path, Vec<usize>> = HashMap::new();
+    let mut by_root: HashMap<&Path, Vec<usize>> = HashMap::new();
     for (i, job) in jobs.iter().enumerate() {
-        crate_jobs.entry(&job.crate_root).or_default().push(i);
+        by_root.entry(&job.crate_root).or_default().push(i);
     }
-    let mut crate_jobs: Vec<(&Path, Vec<usize>)> = crate_jobs.into_iter().collect();
-    crate_jobs.sort_unstable_by(|a, b| {
-        (a.0.as_os_str().as_encoded_bytes()).cmp(b.0.as_os_str().as_encoded_bytes())
-    });
+    // The workspace as one program: which crate may name which. Crates that see each other are
+    // read and cached as one unit (a crate's results depend on what its dependencies hold).
+    let roots: Vec<Arc<Path>> = {
+        let mut r: Vec<Arc<Path>> = jobs.iter().map(|j| j.crate_root.clone()).collect();
+        r.sort();
+        r.dedup();
+        r
+    };
+    let graph = CrateGraph::build(&roots);
+    let crate_jobs: Vec<(&Path, Vec<usize>)> = graph
+        .components(&roots)
+        .into_iter()
+        .map(|part| {
+            let mut members: Vec<usize> = part
+                .iter()
+                .flat_map(|r| by_root.get(&**r).into_iter().flatten().copied())
+                .collect();
+            members.sort_unstable();
+            (jobs[members[0]].crate_root.as_ref(), members)
+        })
+        .collect();
+    clock.lap("crate graph");
     let wants = |t: &str| !settings.prefilter || triggers.any_in(t);
     let read_crates: Vec<CrateRead> = pool.install(|| {
         crate_jobs
@@ -227,92 +244,36 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
 
     // Phase 1: parse and index what is wanted; then widen to the files that declare what those
     // use (types leading to lock types, constants), until nothing new is wanted.
-    let members_of: HashMap<&Path, &[usize]> = crate_jobs
+    let members_of: HashMap<&Path, &[usize]> = by_root
         .iter()
         .map(|(root, members)| (*root, members.as_slice()))
         .collect();
     let mut indexes: Vec<Option<FileIndex>> = (0..jobs.len()).map(|_| None).collect();
-    loop {
-        let wanted: Vec<(usize, String)> = state
-            .iter_mut()
-            .enumerate()
-            .filter_map(|(i, s)| match std::mem::replace(s, FileState::Failed) {
-                FileState::Wanted(t) => Some((i, t)),
-                other => {
-                    *s = other;
-                    None
-                }
-            })
-            .collect();
-        if wanted.is_empty() {
-            break;
-        }
-        let mut wanted = wanted;
-        largest_first(&mut wanted, |(_, t)| t.len());
-        let mut parsed: Vec<(usize, Parsed)> = pool.install(|| {
-            wanted
-                .into_par_iter()
-                .with_max_len(1)
-                .map(|(i, text)| (i, index_one(i, &jobs[i], text, settings.prefilter)))
-                .collect()
-        });
-        parsed.sort_unstable_by_key(|(i, _)| *i);
-        let mut touched: Vec<Arc<Path>> = Vec::new();
-        for (i, r) in parsed {
-            match r {
-                Ok((ix, fi)) => {
-                    indexes[i] = Some(fi);
-                    touched.push(jobs[i].crate_root.clone());
-                    state[i] = FileState::Indexed(Box::new(ix));
-                }
-                Err(e) => errors.push(e),
-            }
-        }
-        if !settings.prefilter {
-            continue;
-        }
-        widen(
-            &jobs,
-            &mut state,
-            &indexes,
-            &touched,
-            &members_of,
-            &pool,
-            &mut errors,
-        );
-    }
-    let indexed: Vec<&Indexed> = state
-        .iter()
-        .filter_map(|s| match s {
-            FileState::Indexed(ix) => Some(&**ix),
-            _ => None,
-        })
-        .collect();
-    let mut by_crate: HashMap<Arc<Path>, Vec<FileIndex>> = HashMap::new();
-    for (i, fi) in indexes.into_iter().enumerate() {
-        if let Some(fi) = fi {
-            by_crate
-                .entry(jobs[i].crate_root.clone())
-                .or_default()
-                .push(fi);
-        }
-    }
-    let crates: HashMap<Arc<Path>, CrateIndex> = by_crate
-        .into_iter()
-        .map(|(root, files)| (root.clone(), CrateIndex::new(root.to_path_buf(), files)))
-        .collect();
-
+    let phase = Phase {
+        jobs: &jobs,
+        members_of: &members_of,
+        graph: &graph,
+        pool: &pool,
+        settings,
+    };
+    phase.parse_wanted(&mut state, &mut indexes, &mut errors);
+    let mut views = phase.views(&indexes, None, HashMap::new());
     clock.lap("parse and index");
 
     // Phase 2: find sites, classify, run the rules. In rounds: the wrappers a round finds make
-    // their callers sites in the next (wrappers of wrappers too), until nothing new turns up.
-    let empty = CrateIndex::default();
+    // their callers sites in the next (wrappers of wrappers, in this crate or in the crates that
+    // depend on it), until nothing new turns up. Each round adds at least one wrapper, and there
+    // are finitely many functions, so this is the real fixpoint; the bound only guards against
+    // a bug and says so when hit.
+    let empty = CrateView::default();
     let mut wrappers: HashMap<Arc<Path>, Vec<WrapperCandidate>> = HashMap::new();
     let mut packsets: HashMap<(usize, Arc<Path>), Arc<PackSet>> = HashMap::new();
-    let mut slots: Vec<Option<FileOutput>> = (0..indexed.len()).map(|_| None).collect();
+    let mut slots: Vec<Option<FileOutput>> = (0..jobs.len()).map(|_| None).collect();
     let mut stats = Stats::default();
-    let mut todo: Vec<usize> = (0..indexed.len()).collect();
-    for _round in 0..MAX_WRAPPER_ROUNDS {
+    let mut todo: Vec<usize> = indexed_jobs(&state);
+    let mut rounds = 0;
+    loop {
+        rounds += 1;
         let packs_for = |job: &Job| -> Arc<PackSet> {
             packsets
                 .get(&(config_id(&job.config), job.crate_root.clone()))
@@ -320,22 +281,25 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
                 .unwrap_or_else(|| job.config.packs.clone())
         };
         stats.analysed += todo.len();
-        largest_first(&mut todo, |&i| indexed[i].source.text.len());
+        largest_first(&mut todo, |&i| {
+            indexed_at(&state, i).map_or(0, |ix| ix.source.text.len())
+        });
         let mut results: Vec<(usize, FileOutput)> = pool.install(|| {
             todo.par_iter()
                 .with_max_len(1)
-                .map(|&i| {
-                    let ix = indexed[i];
-                    let job = &jobs[ix.job];
-                    let index = crates.get(&job.crate_root).unwrap_or(&empty);
-                    (i, analyze_one(ix, job, index, &packs_for(job), settings))
+                .filter_map(|&i| {
+                    let ix = indexed_at(&state, i)?;
+                    let job = &jobs[i];
+                    let index = views.get(&job.crate_root).unwrap_or(&empty);
+                    Some((i, analyze_one(ix, job, index, &packs_for(job), settings)))
                 })
                 .collect()
         });
         results.sort_unstable_by_key(|(i, _)| *i);
         let mut found: HashMap<Arc<Path>, Vec<WrapperCandidate>> = HashMap::new();
+        let mut last_found: Option<(usize, String)> = None;
         for (i, out) in results {
-            let root = &jobs[indexed[i].job].crate_root;
+            let root = &jobs[i].crate_root;
             for w in &out.wrappers {
                 let known = wrappers
                     .get(root)
@@ -345,6 +309,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
                     .is_some_and(|ws| ws.iter().any(|k| k.canonical == w.canonical));
                 if !known && !listed {
                     found.entry(root.clone()).or_default().push(w.clone());
+                    last_found = Some((i, w.via.clone()));
                 }
             }
             slots[i] = Some(out);
@@ -352,39 +317,77 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         if found.is_empty() {
             break;
         }
-        // Re-analyse the files of those crates that mention a new wrapper by name.
-        let names: HashMap<&Arc<Path>, prefilter::Words> = found
-            .iter()
-            .map(|(root, ws)| {
-                (
-                    root,
-                    prefilter::Words::for_few_texts(
-                        ws.iter()
-                            .map(|w| w.canonical.rsplit("::").next().unwrap_or("").to_string()),
+        if rounds >= MAX_WRAPPER_ROUNDS {
+            if let Some((i, via)) = last_found {
+                errors.push(read_error(
+                    &jobs[i],
+                    None,
+                    format!(
+                        "note: wrapper inference stopped after {MAX_WRAPPER_ROUNDS} rounds at `{via}`; calls to it are not lock sites in this run"
                     ),
-                )
-            })
-            .collect();
-        todo = (0..indexed.len())
-            .filter(|&i| {
-                names
-                    .get(&jobs[indexed[i].job].crate_root)
-                    .is_some_and(|w| w.any_in(&indexed[i].source.text))
-            })
-            .collect();
-        for (root, ws) in found {
-            wrappers.entry(root).or_default().extend(ws);
+                ));
+            }
+            break;
         }
+        for (root, ws) in &found {
+            wrappers
+                .entry(root.clone())
+                .or_default()
+                .extend(ws.iter().cloned());
+        }
+        // Who can call the new wrappers: their crate, and the crates that depend on it (and
+        // on those, through re-exports), each by the name it uses.
+        let mut callers: HashMap<Arc<Path>, HashSet<String>> = HashMap::new();
+        for (root, ws) in &found {
+            let names: Vec<String> = ws
+                .iter()
+                .map(|w| w.canonical.rsplit("::").next().unwrap_or("").to_string())
+                .collect();
+            for r in std::iter::once(root).chain(graph.dependents(root)) {
+                callers
+                    .entry(r.clone())
+                    .or_default()
+                    .extend(names.iter().cloned());
+                for rr in graph.dependents(r) {
+                    callers
+                        .entry(rr.clone())
+                        .or_default()
+                        .extend(names.iter().cloned());
+                }
+            }
+        }
+        let words: HashMap<&Arc<Path>, prefilter::Words> = callers
+            .iter()
+            .map(|(root, names)| (root, prefilter::Words::for_few_texts(names.iter().cloned())))
+            .collect();
+        // Files the prefilter skipped may call a wrapper: bring those in, with what they use.
+        let mut brought = Vec::new();
+        if settings.prefilter {
+            brought = phase.bring_in(&words, &mut state, &mut indexes, &mut errors);
+            if !brought.is_empty() {
+                let changed: HashSet<Arc<Path>> = brought
+                    .iter()
+                    .map(|&i| jobs[i].crate_root.clone())
+                    .collect();
+                views = phase.views(&indexes, Some(&changed), views);
+            }
+        }
+        todo = indexed_jobs(&state)
+            .into_iter()
+            .filter(|&i| {
+                brought.contains(&i)
+                    || words.get(&jobs[i].crate_root).is_some_and(|w| {
+                        indexed_at(&state, i).is_some_and(|ix| w.any_in(&ix.source.text))
+                    })
+            })
+            .collect();
         let mut rebuilt = HashSet::new();
         for &i in &todo {
-            let job = &jobs[indexed[i].job];
+            let job = &jobs[i];
             let key = (config_id(&job.config), job.crate_root.clone());
             if rebuilt.insert(key.clone()) {
-                let ws = wrappers
-                    .get(&job.crate_root)
-                    .map(Vec::as_slice)
-                    .unwrap_or_default();
-                packsets.insert(key, Arc::new(with_wrappers(&job.config.packs, ws)?));
+                let visible = visible_wrappers(&job.crate_root, &wrappers, &graph);
+                packsets.insert(key, Arc::new(with_wrappers(&job.config.packs, &visible)?));
             }
         }
     }
@@ -471,7 +474,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
     clock.lap("report");
     stats.stages = clock.stages;
     stats.files = jobs.len();
-    stats.parsed = indexed.len();
+    stats.parsed = indexed_jobs(&state).len();
     Ok(Outcome {
         stats,
         report,
@@ -514,8 +517,231 @@ fn largest_first<T>(work: &mut [T], size: impl Fn(&T) -> usize) {
     work.sort_by_key(|w| std::cmp::Reverse(size(w)));
 }
 
-/// How many times the wrapper fixpoint may widen (wrappers of wrappers of …).
-const MAX_WRAPPER_ROUNDS: usize = 8;
+/// A guard on the wrapper fixpoint, far above any real chain (each round adds a wrapper).
+const MAX_WRAPPER_ROUNDS: usize = 10_000;
+
+/// The job indices of the files parsed and indexed so far, in order.
+fn indexed_jobs(state: &[FileState]) -> Vec<usize> {
+    (0..state.len())
+        .filter(|&i| matches!(state[i], FileState::Indexed(_)))
+        .collect()
+}
+
+fn indexed_at(state: &[FileState], i: usize) -> Option<&Indexed> {
+    match &state[i] {
+        FileState::Indexed(ix) => Some(ix),
+        _ => None,
+    }
+}
+
+/// The wrappers code in `root` can call: its own, and its dependencies' (and theirs, as
+/// re-exported through them), each under the name that code uses.
+fn visible_wrappers(
+    root: &Path,
+    wrappers: &HashMap<Arc<Path>, Vec<WrapperCandidate>>,
+    graph: &CrateGraph,
+) -> Vec<WrapperCandidate> {
+    let mut out: Vec<WrapperCandidate> = wrappers.get(root).cloned().unwrap_or_default();
+    let mut seen: HashSet<(&str, &Path)> = HashSet::new();
+    for (name, dep) in graph.deps(root) {
+        // A dependency's dependency is named by the name the dependency gives it.
+        let reached = graph.deps(dep).iter().map(|(n, d)| (n, d));
+        for (shown, dep2) in std::iter::once((name, dep)).chain(reached) {
+            if **dep2 == *root || !seen.insert((shown.as_str(), &**dep2)) {
+                continue;
+            }
+            out.extend(
+                wrappers
+                    .get(dep2)
+                    .into_iter()
+                    .flatten()
+                    .map(|w| w.seen_as(shown)),
+            );
+        }
+    }
+    out
+}
+
+/// The parse-and-index stage, as the wrapper rounds call it again.
+struct Phase<'a> {
+    jobs: &'a [Job],
+    members_of: &'a HashMap<&'a Path, &'a [usize]>,
+    graph: &'a CrateGraph,
+    pool: &'a rayon::ThreadPool,
+    settings: &'a CheckSettings,
+}
+
+impl Phase<'_> {
+    /// Parses and indexes every wanted file, widening (with the prefilter) to the files that
+    /// declare what those use, until nothing new is wanted. Returns the files indexed.
+    fn parse_wanted(
+        &self,
+        state: &mut [FileState],
+        indexes: &mut [Option<FileIndex>],
+        errors: &mut Vec<FileError>,
+    ) -> Vec<usize> {
+        let mut all = Vec::new();
+        loop {
+            let mut wanted: Vec<(usize, String)> = state
+                .iter_mut()
+                .enumerate()
+                .filter_map(|(i, s)| match std::mem::replace(s, FileState::Failed) {
+                    FileState::Wanted(t) => Some((i, t)),
+                    other => {
+                        *s = other;
+                        None
+                    }
+                })
+                .collect();
+            if wanted.is_empty() {
+                return all;
+            }
+            largest_first(&mut wanted, |(_, t)| t.len());
+            let mut parsed: Vec<(usize, Parsed)> = self.pool.install(|| {
+                wanted
+                    .into_par_iter()
+                    .with_max_len(1)
+                    .map(|(i, text)| (i, index_one(&self.jobs[i], text, self.settings.prefilter)))
+                    .collect()
+            });
+            parsed.sort_unstable_by_key(|(i, _)| *i);
+            let mut touched: Vec<Arc<Path>> = Vec::new();
+            for (i, r) in parsed {
+                match r {
+                    Ok((ix, fi)) => {
+                        indexes[i] = Some(fi);
+                        touched.push(self.jobs[i].crate_root.clone());
+                        state[i] = FileState::Indexed(Box::new(ix));
+                        all.push(i);
+                    }
+                    Err(e) => errors.push(e),
+                }
+            }
+            if !self.settings.prefilter {
+                continue;
+            }
+            // What one crate's files use may be declared in a crate that depends on it only
+            // through names its dependents see: widen over the touched crates' dependents too.
+            let mut widened = touched.clone();
+            for r in &touched {
+                widened.extend(self.graph.dependents(r).iter().cloned());
+            }
+            widen(self, state, indexes, &widened, errors);
+        }
+    }
+
+    /// Skipped files of the given crates that name one of `words` are parsed and indexed (with
+    /// what they use). Returns them.
+    fn bring_in(
+        &self,
+        words: &HashMap<&Arc<Path>, prefilter::Words>,
+        state: &mut [FileState],
+        indexes: &mut [Option<FileIndex>],
+        errors: &mut Vec<FileError>,
+    ) -> Vec<usize> {
+        let candidates: Vec<usize> = words
+            .keys()
+            .flat_map(|root| self.members_of.get(&***root).copied().unwrap_or_default())
+            .copied()
+            .filter(|&i| matches!(state[i], FileState::Skipped))
+            .collect();
+        if candidates.is_empty() {
+            return Vec::new();
+        }
+        let reread: Vec<(usize, Result<Option<String>, FileError>)> = self.pool.install(|| {
+            candidates
+                .into_par_iter()
+                .map(|i| {
+                    let w = &words[&self.jobs[i].crate_root];
+                    (
+                        i,
+                        with_text(&self.jobs[i], |t| w.any_in(t).then(|| t.to_string())),
+                    )
+                })
+                .collect()
+        });
+        for (i, r) in reread {
+            match r {
+                Ok(Some(text)) => state[i] = FileState::Wanted(text),
+                Ok(None) => {}
+                Err(e) => {
+                    errors.push(e);
+                    state[i] = FileState::Failed;
+                }
+            }
+        }
+        self.parse_wanted(state, indexes, errors)
+    }
+
+    /// Each crate's view of the program: its index and its dependencies'. With `changed`, only
+    /// the indexes of those crates are rebuilt (and the views that see them); the rest are kept.
+    fn views(
+        &self,
+        indexes: &[Option<FileIndex>],
+        changed: Option<&HashSet<Arc<Path>>>,
+        old: HashMap<Arc<Path>, CrateView>,
+    ) -> HashMap<Arc<Path>, CrateView> {
+        let mut by_crate: HashMap<Arc<Path>, Vec<FileIndex>> = HashMap::new();
+        for (i, fi) in indexes.iter().enumerate() {
+            let root = &self.jobs[i].crate_root;
+            if let Some(fi) = fi
+                && changed.is_none_or(|c| c.contains(root))
+            {
+                by_crate.entry(root.clone()).or_default().push(fi.clone());
+            }
+        }
+        let mut tables: HashMap<Arc<Path>, Arc<CrateIndex>> = old
+            .iter()
+            .map(|(root, v)| (root.clone(), v.own()))
+            .collect();
+        for (root, files) in by_crate {
+            tables.insert(
+                root.clone(),
+                Arc::new(CrateIndex::new(root.to_path_buf(), files)),
+            );
+        }
+        let mut built: HashMap<Arc<Path>, Arc<CrateView>> = HashMap::new();
+        let mut roots: Vec<&Arc<Path>> = tables.keys().collect();
+        roots.sort();
+        for root in roots {
+            self.view_of(root, &tables, &mut built, &mut Vec::new());
+        }
+        built
+            .into_iter()
+            .map(|(root, v)| (root, Arc::unwrap_or_clone(v)))
+            .collect()
+    }
+
+    /// A crate's view, its dependencies' first (memoised). A dependency already on the way down
+    /// (a dev-dependency cycle) is seen without its own dependencies.
+    fn view_of(
+        &self,
+        root: &Arc<Path>,
+        tables: &HashMap<Arc<Path>, Arc<CrateIndex>>,
+        built: &mut HashMap<Arc<Path>, Arc<CrateView>>,
+        stack: &mut Vec<Arc<Path>>,
+    ) -> Option<Arc<CrateView>> {
+        if let Some(v) = built.get(root) {
+            return Some(v.clone());
+        }
+        let own = tables.get(root)?.clone();
+        let own_name = self.graph.own_name(root).map(str::to_string);
+        if stack.contains(root) {
+            return Some(Arc::new(CrateView::new(own, own_name, Vec::new())));
+        }
+        stack.push(root.clone());
+        let deps = self
+            .graph
+            .deps(root)
+            .iter()
+            .filter_map(|(name, d)| Some((name.clone(), self.view_of(d, tables, built, stack)?)))
+            .collect();
+        stack.pop();
+        let view = Arc::new(CrateView::new(own, own_name, deps));
+        built.insert(root.clone(), view.clone());
+        Some(view)
+    }
+}
 
 /// Configurations are shared; their address identifies them for the per-crate pack cache.
 fn config_id(c: &Arc<Config>) -> usize {
@@ -598,14 +824,13 @@ fn crate_key<'a>(
 /// The prefilter's closure: skipped files of the crates just indexed that name one of their
 /// lock-carrying items, or define a constant they read, become wanted.
 fn widen(
-    jobs: &[Job],
+    phase: &Phase<'_>,
     state: &mut [FileState],
     indexes: &[Option<FileIndex>],
     touched: &[Arc<Path>],
-    members_of: &HashMap<&Path, &[usize]>,
-    pool: &rayon::ThreadPool,
     errors: &mut Vec<FileError>,
 ) {
+    let (jobs, members_of, graph, pool) = (phase.jobs, phase.members_of, phase.graph, phase.pool);
     let mut terms: HashMap<&Path, (prefilter::Words, prefilter::Words)> = HashMap::new();
     let mut candidates: Vec<usize> = Vec::new();
     let mut seen: HashSet<&Path> = HashSet::new();
@@ -625,7 +850,16 @@ fn widen(
             continue;
         }
         candidates.extend(skipped);
-        let files = members.iter().filter_map(|&i| indexes[i].as_ref());
+        // The crate's own items and those of the crates it depends on: both are names its
+        // code may use for something that leads to a lock.
+        let visible: Vec<usize> = graph
+            .deps(root)
+            .iter()
+            .flat_map(|(_, d)| members_of.get(&**d).copied().unwrap_or_default())
+            .chain(members.iter())
+            .copied()
+            .collect();
+        let files = visible.iter().filter_map(|&i| indexes[i].as_ref());
         let names = prefilter::interesting_names(files, &jobs[members[0]].config.packs);
         let mut consts = HashSet::new();
         for &i in members {
@@ -841,12 +1075,7 @@ impl CrateFiles<'_> {
 /// The largest read buffer a worker keeps between files.
 const BUFFER_KEEP: usize = 8 << 20;
 
-fn index_one(
-    i: usize,
-    job: &Job,
-    text: String,
-    prefilter: bool,
-) -> Result<(Indexed, FileIndex), FileError> {
+fn index_one(job: &Job, text: String, prefilter: bool) -> Result<(Indexed, FileIndex), FileError> {
     let module = module_path_for(&job.crate_root, &job.file.abs);
     let result = match syn::parse_file(&text) {
         Ok(ast) => {
@@ -879,7 +1108,6 @@ fn index_one(
     let source = SourceFile::new(job.file.abs.clone(), job.file.display.clone(), text);
     Ok((
         Indexed {
-            job: i,
             source,
             module,
             constants,
@@ -901,7 +1129,7 @@ struct FileOutput {
 fn analyze_one(
     ix: &Indexed,
     job: &Job,
-    index: &CrateIndex,
+    index: &CrateView,
     packs: &PackSet,
     settings: &CheckSettings,
 ) -> FileOutput {

@@ -182,3 +182,68 @@ fn wrapper_calls_are_sites_with_via() {
                 && s.via.is_none())
     );
 }
+
+#[test]
+fn a_workspace_is_one_program() {
+    let outcome =
+        engine::check(&settings(vec![PathBuf::from("fixtures/workspace")])).expect("runs");
+    let via = |file: &str, line: usize| {
+        outcome
+            .report
+            .sites
+            .iter()
+            .find(|s| s.path.ends_with(file) && s.line == line)
+            .map(|s| s.via.clone().unwrap_or_default())
+    };
+    // A member reaching a wrapper of another member through a re-export, by the name its
+    // manifest gives the dependency (`infra` for the package `acme-infra`).
+    assert_eq!(
+        via("crates/api/src/billing.rs", 11).as_deref(),
+        Some("infra::dist_lock::manager::Locks::lock")
+    );
+    // Renamed again (`platform`), and a wrapper of a wrapper one crate further on.
+    assert_eq!(
+        via("crates/jobs/src/lib.rs", 20).as_deref(),
+        Some("platform::db::try_advisory")
+    );
+    assert_eq!(
+        via("crates/cli/src/main.rs", 6).as_deref(),
+        Some("jobs::lock_import")
+    );
+    // An integration test names its own crate by the crate's name.
+    assert_eq!(
+        via("crates/jobs/tests/import.rs", 5).as_deref(),
+        Some("lock_import")
+    );
+    // A crate excluded from the workspace, without the dependency, sees nothing of it.
+    assert!(
+        !outcome
+            .report
+            .sites
+            .iter()
+            .any(|s| s.path.contains("crates/legacy/"))
+    );
+    // The same with the prefilter off, and from the cache.
+    let mut all = settings(vec![PathBuf::from("fixtures/workspace")]);
+    all.prefilter = false;
+    let plain = engine::check(&all).expect("runs");
+    assert_eq!(
+        format!("{:?}", plain.report.sites),
+        format!("{:?}", outcome.report.sites)
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut cached = settings(vec![PathBuf::from("fixtures/workspace")]);
+    cached.cache_dir = Some(dir.path().to_path_buf());
+    let cold = engine::check(&cached).expect("runs");
+    let warm = engine::check(&cached).expect("runs");
+    // The members that see each other are one unit; the excluded crate is another.
+    assert_eq!(warm.stats.cached_crates, 2);
+    assert_eq!(
+        format!("{:?}", warm.report.sites),
+        format!("{:?}", cold.report.sites)
+    );
+    assert_eq!(
+        format!("{:?}", cold.report.sites),
+        format!("{:?}", outcome.report.sites)
+    );
+}

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::imports::Imports;
 use super::ty::Ty;
@@ -360,6 +361,171 @@ impl CrateIndex {
         self.consts
             .get(path)
             .or_else(|| self.consts.get(&self.through_reexports(self.settle(path))))
+    }
+}
+
+/// A crate as its code sees the program: its own index, its own name (how its tests and
+/// examples name it), and the views of the analysed crates it depends on, by the names its
+/// code uses.
+///
+/// Invariants: paths of the crate's own items start with `crate::`; paths of a dependency's
+/// items start with the dependency's name here (`infra::locks::acquire`), whatever that crate
+/// calls itself. A question about a dependency's item is asked of the dependency's view, in its
+/// terms (`crate::locks::acquire`), and the answer translated back; so each index stays the
+/// crate's own and is shared, unchanged, by every crate that depends on it. The dependency
+/// views form a tree without cycles (the builder cuts them), so every question ends.
+#[derive(Debug, Default, Clone)]
+pub struct CrateView {
+    own: Arc<CrateIndex>,
+    own_name: Option<String>,
+    deps: Vec<(String, Arc<CrateView>)>,
+}
+
+/// `crate::x` as seen from a crate that names it `dep`.
+fn reroot(path: &str, name: &str) -> String {
+    match path.strip_prefix("crate::") {
+        Some(rest) => format!("{name}::{rest}"),
+        None if path == "crate" => name.to_string(),
+        None => path.to_string(),
+    }
+}
+
+fn reroot_ty(t: &Ty, name: &str) -> Ty {
+    Ty {
+        path: reroot(&t.path, name),
+        args: t.args.iter().map(|a| reroot_ty(a, name)).collect(),
+    }
+}
+
+impl CrateView {
+    pub fn new(
+        own: Arc<CrateIndex>,
+        own_name: Option<String>,
+        deps: Vec<(String, Arc<CrateView>)>,
+    ) -> CrateView {
+        CrateView {
+            own,
+            own_name,
+            deps,
+        }
+    }
+
+    pub fn own(&self) -> Arc<CrateIndex> {
+        self.own.clone()
+    }
+
+    /// The crate's own `mycrate::x` (in its tests and examples) is `crate::x`.
+    fn own_path(&self, path: String) -> String {
+        if let Some(name) = &self.own_name
+            && let Some(rest) = path.strip_prefix(name.as_str())
+            && (rest.is_empty() || rest.starts_with("::"))
+            && !self.deps.iter().any(|(n, _)| n == name)
+        {
+            return format!("crate{rest}");
+        }
+        path
+    }
+
+    /// The dependency a path leads into, and the path in that crate's terms.
+    fn dep_of(&self, path: &str) -> Option<(&str, &CrateView, String)> {
+        self.deps.iter().find_map(|(name, view)| {
+            let rest = path.strip_prefix(name.as_str())?;
+            (rest.is_empty() || rest.starts_with("::"))
+                .then(|| (name.as_str(), &**view, format!("crate{rest}")))
+        })
+    }
+
+    pub fn knows(&self, path: &str) -> bool {
+        let path = self.own_path(path.to_string());
+        match self.dep_of(&path) {
+            Some((_, view, inner)) => view.knows(&inner),
+            None => self.own.knows(&path),
+        }
+    }
+
+    /// Follows re-exports within the crate and into its dependencies (`pub use infra::locks::*`
+    /// in one crate, `pub use imp::acquire` in the next).
+    pub fn through_reexports(&self, path: String) -> String {
+        let path = self.own_path(path);
+        if let Some((name, view, inner)) = self.dep_of(&path) {
+            return reroot(&view.through_reexports(inner), name);
+        }
+        let next = self.own_path(self.own.through_reexports(path));
+        match self.dep_of(&next) {
+            // An own re-export of a dependency's item.
+            Some((name, view, inner)) => reroot(&view.through_reexports(inner), name),
+            None => next,
+        }
+    }
+
+    pub fn normalize(&self, ty: &Ty) -> Ty {
+        let path = self.own_path(ty.path.clone());
+        let args = || ty.args.iter().map(|a| self.normalize(a)).collect();
+        if let Some((name, view, inner)) = self.dep_of(&path) {
+            let mut out = reroot_ty(&view.normalize(&Ty::simple(inner)), name);
+            if out.args.is_empty() {
+                out.args = args();
+            }
+            return out;
+        }
+        let out = self.own.normalize(&Ty {
+            path,
+            args: ty.args.clone(),
+        });
+        // An own alias or re-export may lead into a dependency.
+        match self.dep_of(&out.path) {
+            Some((name, view, inner)) => {
+                let mut again = reroot_ty(&view.normalize(&Ty::simple(inner)), name);
+                if again.args.is_empty() {
+                    again.args = out.args.iter().map(|a| self.normalize(a)).collect();
+                }
+                again
+            }
+            None => Ty {
+                path: out.path,
+                args: out.args.iter().map(|a| self.normalize(a)).collect(),
+            },
+        }
+    }
+
+    pub fn field(&self, owner: &Ty, field: &str) -> Option<Ty> {
+        let owner = self.normalize(owner);
+        match self.dep_of(&owner.path) {
+            Some((name, view, inner)) => view
+                .field(&Ty::simple(inner), field)
+                .map(|t| reroot_ty(&t, name)),
+            None => self.own.field(&owner, field).map(|t| self.normalize(&t)),
+        }
+    }
+
+    pub fn fn_return(&self, path: &str) -> Option<Ty> {
+        let path = self.through_reexports(path.to_string());
+        match self.dep_of(&path) {
+            Some((name, view, inner)) => view.fn_return(&inner).map(|t| reroot_ty(&t, name)),
+            None => self.own.fn_return(&path).map(|t| self.normalize(&t)),
+        }
+    }
+
+    pub fn method_return(&self, owner: &Ty, method: &str) -> Option<Ty> {
+        let owner = self.normalize(owner);
+        match self.dep_of(&owner.path) {
+            Some((name, view, inner)) => view
+                .method_return(&Ty::simple(inner), method)
+                .map(|t| reroot_ty(&t, name)),
+            None => self
+                .own
+                .method_return(&owner, method)
+                .map(|t| self.normalize(&t)),
+        }
+    }
+
+    /// A constant's initialiser source and defining module (in the defining crate's terms).
+    pub fn constant(&self, path: &str) -> Option<&(String, String)> {
+        let path = self.through_reexports(path.to_string());
+        match self.dep_of(&path) {
+            Some((_, view, inner)) => view.constant(&inner),
+            None => self.own.constant(&path),
+        }
     }
 }
 

@@ -3,10 +3,12 @@
 //! remembers the crate's structs, aliases, functions and constants, and evaluates literals.
 
 pub mod eval;
+pub mod graph;
 pub mod imports;
 pub mod index;
 pub mod ty;
 
+pub use graph::CrateGraph;
 pub use imports::{Imports, module_path_for};
-pub use index::{CrateIndex, FileIndex};
+pub use index::{CrateIndex, CrateView, FileIndex};
 pub use ty::Ty;

@@ -277,7 +277,7 @@ pub fn compute(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{CrateIndex, Imports};
+    use crate::model::{CrateView, Imports};
     use crate::packs::{self, PackSet};
     use crate::sites::{FileCx, analyze_file};
     use crate::source::SourceFile;
@@ -292,7 +292,7 @@ mod tests {
         let mut imports = Imports::new("crate".into());
         imports.add_items(&file.items);
         let packs = PackSet::new(packs::builtin().expect("builtin packs")).expect("pack set");
-        let index = CrateIndex::default();
+        let index = CrateView::default();
         let cx = FileCx {
             source: &src,
             imports: &imports,

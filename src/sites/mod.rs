@@ -9,7 +9,7 @@ mod walk;
 
 use serde::Serialize;
 
-use crate::model::{CrateIndex, Imports};
+use crate::model::{CrateView, Imports};
 use crate::packs::{CallKind, PackSet, ReleaseStyle};
 use crate::region::{Event, Region};
 use crate::source::{SourceFile, Span};
@@ -137,6 +137,23 @@ pub struct WrapperCandidate {
     pub backend: Option<String>,
 }
 
+impl WrapperCandidate {
+    /// The wrapper as code in a crate that names its crate `name` calls it.
+    pub fn seen_as(&self, name: &str) -> WrapperCandidate {
+        let reroot = |p: &str| match p.strip_prefix("crate::") {
+            Some(rest) => format!("{name}::{rest}"),
+            None => p.to_string(),
+        };
+        WrapperCandidate {
+            canonical: reroot(&self.canonical),
+            method: self.method.as_ref().map(|(t, m)| (reroot(t), m.clone())),
+            via: format!("{name}::{}", self.via),
+            returns_type: self.returns_type.as_deref().map(reroot),
+            ..self.clone()
+        }
+    }
+}
+
 /// What one file says about locks.
 #[derive(Debug, Default)]
 pub struct FileFacts {
@@ -150,7 +167,7 @@ pub struct FileFacts {
 pub struct FileCx<'c> {
     pub source: &'c SourceFile,
     pub imports: &'c Imports,
-    pub index: &'c CrateIndex,
+    pub index: &'c CrateView,
     pub packs: &'c PackSet,
     /// Is a call (`path` or `Type::method`) configured as long-running?
     pub long_call: &'c dyn Fn(&str) -> bool,
