@@ -314,6 +314,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
             }
             slots[i] = Some(out);
         }
+        expand_through_traits(&mut found, &wrappers, &views, &graph);
         if found.is_empty() {
             break;
         }
@@ -531,6 +532,60 @@ fn indexed_at(state: &[FileState], i: usize) -> Option<&Indexed> {
     match &state[i] {
         FileState::Indexed(ix) => Some(ix),
         _ => None,
+    }
+}
+
+/// A method wrapper of a type is also reached through each trait whose impl for the type
+/// defines the method: in its crate, and in the trait's crate when that is a dependency (generic
+/// code there, `fn f<K: Kv>(kv: &K)`, calls every implementation in the workspace).
+fn expand_through_traits(
+    found: &mut HashMap<Arc<Path>, Vec<WrapperCandidate>>,
+    known: &HashMap<Arc<Path>, Vec<WrapperCandidate>>,
+    views: &HashMap<Arc<Path>, CrateView>,
+    graph: &CrateGraph,
+) {
+    let mut more: Vec<(Arc<Path>, WrapperCandidate)> = Vec::new();
+    for (root, ws) in found.iter() {
+        let Some(view) = views.get(root) else {
+            continue;
+        };
+        for w in ws {
+            let Some((owner, method)) = &w.method else {
+                continue;
+            };
+            for tr in view.traits_defining(owner, method) {
+                let Some(t) = w.through_trait(&tr) else {
+                    continue;
+                };
+                if let Some((dep, inner_trait)) = view.in_dep_terms(&tr)
+                    && let Some((_, dep_root)) = graph.deps(root).iter().find(|(n, _)| *n == dep)
+                {
+                    let prefix = format!("{dep}::");
+                    let mut inner = t.map_paths(|p| match p.strip_prefix(&prefix) {
+                        Some(rest) => format!("crate::{rest}"),
+                        None => p.to_string(),
+                    });
+                    // Reported where it is: the implementing crate's own name.
+                    if !inner.qualified
+                        && let Some(own) = graph.own_name(root)
+                    {
+                        inner.via = format!("{own}::{}", inner.via);
+                        inner.qualified = true;
+                    }
+                    debug_assert!(inner.canonical.starts_with(&inner_trait));
+                    more.push((dep_root.clone(), inner));
+                }
+                more.push((root.clone(), t));
+            }
+        }
+    }
+    for (root, w) in more {
+        let dup = |ws: Option<&Vec<WrapperCandidate>>| {
+            ws.is_some_and(|ws| ws.iter().any(|k| k.canonical == w.canonical))
+        };
+        if !dup(known.get(&root)) && !dup(found.get(&root)) {
+            found.entry(root).or_default().push(w);
+        }
     }
 }
 

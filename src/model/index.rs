@@ -26,6 +26,68 @@ pub struct FileIndex {
     pub reexports: Vec<(String, String)>,
     /// Modules with glob imports -> the globbed prefixes.
     pub glob_reexports: Vec<(String, String)>,
+    /// `impl Trait for Type`: (trait path, type path, the methods the block defines).
+    pub impls: Vec<(String, String, Vec<String>)>,
+    /// Constants and statics with their declared types (`static LOCKS: LazyLock<Manager>`).
+    pub const_types: Vec<(String, Ty)>,
+    /// Traits declared here.
+    pub traits: Vec<String>,
+}
+
+/// A type's generic parameters and the first trait bound of each (inline or in `where`): a
+/// field of type `Arc<K>` with `K: KvEngine` is, for what can be called on it, a `KvEngine`.
+fn generic_bounds(
+    g: &syn::Generics,
+    imports: &Imports,
+    known: &dyn Fn(&str) -> bool,
+) -> HashMap<String, Ty> {
+    let mut out = HashMap::new();
+    let mut add = |name: String, bounds: &mut dyn Iterator<Item = &syn::TypeParamBound>| {
+        if out.contains_key(&name) {
+            return;
+        }
+        for b in bounds {
+            if let syn::TypeParamBound::Trait(tb) = b
+                && !super::ty::is_marker_trait(&tb.path)
+            {
+                out.insert(name, Ty::simple(imports.resolve(&tb.path, None, known)));
+                return;
+            }
+        }
+    };
+    for p in &g.params {
+        if let syn::GenericParam::Type(tp) = p {
+            add(tp.ident.to_string(), &mut tp.bounds.iter());
+        }
+    }
+    if let Some(wc) = &g.where_clause {
+        for pred in &wc.predicates {
+            if let syn::WherePredicate::Type(pt) = pred
+                && let syn::Type::Path(tp) = &pt.bounded_ty
+                && let Some(id) = tp.path.get_ident()
+            {
+                add(id.to_string(), &mut pt.bounds.iter());
+            }
+        }
+    }
+    out
+}
+
+/// Replaces generic parameters by their bounds, at any depth.
+pub fn substitute(t: Ty, bounds: &HashMap<String, Ty>) -> Ty {
+    if bounds.is_empty() {
+        return t;
+    }
+    let tail = t.path.rsplit("::").next().unwrap_or(&t.path);
+    if let Some(b) = bounds.get(tail)
+        && (t.path == tail || t.path.ends_with(&format!("::{tail}")) && t.args.is_empty())
+    {
+        return b.clone();
+    }
+    Ty {
+        path: t.path,
+        args: t.args.into_iter().map(|a| substitute(a, bounds)).collect(),
+    }
 }
 
 impl FileIndex {
@@ -69,13 +131,14 @@ impl FileIndex {
             match item {
                 syn::Item::Struct(s) => {
                     let path = format!("{module}::{}", s.ident);
+                    let bounds = generic_bounds(&s.generics, imports, &known);
                     let fields = s
                         .fields
                         .iter()
                         .enumerate()
                         .filter_map(|(i, f)| {
                             let name = f.ident.as_ref().map_or(i.to_string(), |id| id.to_string());
-                            ty_of(&f.ty, imports, None).map(|t| (name, t))
+                            ty_of(&f.ty, imports, None).map(|t| (name, substitute(t, &bounds)))
                         })
                         .collect();
                     self.structs.push((path, fields));
@@ -90,20 +153,48 @@ impl FileIndex {
                         self.fns.push((format!("{module}::{}", f.sig.ident), ret));
                     }
                 }
-                syn::Item::Const(c) => self.consts.push((
-                    format!("{module}::{}", c.ident),
-                    quote::ToTokens::to_token_stream(&c.expr).to_string(),
-                    module.clone(),
-                )),
-                syn::Item::Static(s) => self.consts.push((
-                    format!("{module}::{}", s.ident),
-                    quote::ToTokens::to_token_stream(&s.expr).to_string(),
-                    module.clone(),
-                )),
+                syn::Item::Trait(t) => self.traits.push(format!("{module}::{}", t.ident)),
+                syn::Item::Const(c) => {
+                    let path = format!("{module}::{}", c.ident);
+                    if let Some(t) = ty_of(&c.ty, imports, None) {
+                        self.const_types.push((path.clone(), t));
+                    }
+                    self.consts.push((
+                        path,
+                        quote::ToTokens::to_token_stream(&c.expr).to_string(),
+                        module.clone(),
+                    ))
+                }
+                syn::Item::Static(s) => {
+                    let path = format!("{module}::{}", s.ident);
+                    if let Some(t) = ty_of(&s.ty, imports, None) {
+                        self.const_types.push((path.clone(), t));
+                    }
+                    self.consts.push((
+                        path,
+                        quote::ToTokens::to_token_stream(&s.expr).to_string(),
+                        module.clone(),
+                    ))
+                }
                 syn::Item::Impl(imp) => {
                     let Some(self_ty) = ty_of(&imp.self_ty, imports, None) else {
                         continue;
                     };
+                    if let Some((_, trait_path, _)) = &imp.trait_ {
+                        let methods = imp
+                            .items
+                            .iter()
+                            .filter_map(|it| match it {
+                                syn::ImplItem::Fn(f) => Some(f.sig.ident.to_string()),
+                                _ => None,
+                            })
+                            .collect();
+                        self.impls.push((
+                            imports.resolve(trait_path, None, &known),
+                            self_ty.path.clone(),
+                            methods,
+                        ));
+                    }
                     for it in &imp.items {
                         match it {
                             syn::ImplItem::Fn(f) => {
@@ -184,13 +275,13 @@ pub fn ty_with(
         syn::Type::Paren(p) => ty_with(&p.elem, imports, self_ty, known),
         syn::Type::Group(g) => ty_with(&g.elem, imports, self_ty, known),
         syn::Type::ImplTrait(i) => i.bounds.iter().find_map(|b| match b {
-            syn::TypeParamBound::Trait(tb) => {
+            syn::TypeParamBound::Trait(tb) if !super::ty::is_marker_trait(&tb.path) => {
                 Some(Ty::simple(imports.resolve(&tb.path, self_ty, known)))
             }
             _ => None,
         }),
         syn::Type::TraitObject(o) => o.bounds.iter().find_map(|b| match b {
-            syn::TypeParamBound::Trait(tb) => {
+            syn::TypeParamBound::Trait(tb) if !super::ty::is_marker_trait(&tb.path) => {
                 Some(Ty::simple(imports.resolve(&tb.path, self_ty, known)))
             }
             _ => None,
@@ -215,6 +306,10 @@ pub struct CrateIndex {
     reexports: HashMap<String, String>,
     /// Modules -> the prefixes they glob-import.
     glob_reexports: Vec<(String, String)>,
+    /// Type path -> the traits it implements here, with the methods each impl defines.
+    impls: HashMap<String, Vec<(String, Vec<String>)>>,
+    const_types: HashMap<String, Ty>,
+    traits: std::collections::HashSet<String>,
 }
 
 impl CrateIndex {
@@ -241,8 +336,34 @@ impl CrateIndex {
             }
             idx.reexports.extend(f.reexports);
             idx.glob_reexports.extend(f.glob_reexports);
+            for (tr, ty, methods) in f.impls {
+                idx.impls.entry(ty).or_default().push((tr, methods));
+            }
+            idx.const_types.extend(f.const_types);
+            for t in f.traits {
+                idx.add_simple(&t);
+                idx.traits.insert(t);
+            }
         }
         idx
+    }
+
+    /// The traits whose `impl … for owner` here defines `method`.
+    pub fn traits_defining(&self, owner: &str, method: &str) -> Vec<String> {
+        let owner = self.through_reexports(self.settle(owner));
+        self.impls
+            .get(&owner)
+            .into_iter()
+            .flatten()
+            .filter(|(_, ms)| ms.iter().any(|m| m == method))
+            .map(|(tr, _)| self.through_reexports(self.settle(tr)))
+            .collect()
+    }
+
+    /// The declared type of a constant or static.
+    pub fn const_type(&self, path: &str) -> Option<Ty> {
+        let path = self.through_reexports(self.settle(path));
+        self.const_types.get(&path).map(|t| self.normalize(t))
     }
 
     fn add_simple(&mut self, path: &str) {
@@ -263,6 +384,7 @@ impl CrateIndex {
             || self.aliases.contains_key(path)
             || self.fns.contains_key(path)
             || self.consts.contains_key(path)
+            || self.traits.contains(path)
     }
 
     /// Follows the crate's re-exports to the path they name: `crate::locks::Locks`, where
@@ -517,6 +639,32 @@ impl CrateView {
                 .method_return(&owner, method)
                 .map(|t| self.normalize(&t)),
         }
+    }
+
+    /// The declared type of a constant or static, here or in a dependency.
+    pub fn const_type(&self, path: &str) -> Option<Ty> {
+        let path = self.through_reexports(path.to_string());
+        match self.dep_of(&path) {
+            Some((name, view, inner)) => view.const_type(&inner).map(|t| reroot_ty(&t, name)),
+            None => self.own.const_type(&path).map(|t| self.normalize(&t)),
+        }
+    }
+
+    /// The traits whose impl for `owner` in this crate defines `method` (calls through the
+    /// trait, on a generic bound, `impl Trait` or `dyn Trait`, may reach that method).
+    pub fn traits_defining(&self, owner: &str, method: &str) -> Vec<String> {
+        self.own
+            .traits_defining(owner, method)
+            .into_iter()
+            .map(|t| self.through_reexports(t))
+            .collect()
+    }
+
+    /// A path in this crate's terms as the dependency named `name` writes it (`infra::Kv` is
+    /// `crate::Kv` to `infra`), when it leads there.
+    pub fn in_dep_terms(&self, path: &str) -> Option<(String, String)> {
+        let (name, _, inner) = self.dep_of(path)?;
+        Some((name.to_string(), inner))
     }
 
     /// A constant's initialiser source and defining module (in the defining crate's terms).

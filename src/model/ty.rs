@@ -41,6 +41,10 @@ impl Ty {
                     | "Pin"
                     | "ManuallyDrop"
                     | "Weak"
+                    // Lazily initialised statics deref to what they hold.
+                    | "LazyLock"
+                    | "LazyCell"
+                    | "Lazy"
             ) && is_std_like(&t.path)
                 // Libraries' and crates' own result aliases (`RedisResult<T>`, `anyhow::Result<T>`,
                 // `crate::Result<T>`, diesel's `QueryResult<T>`): the success type comes first.
@@ -69,6 +73,29 @@ impl Ty {
     }
 }
 
+/// Bounds that say nothing about what can be called: `K: Send + Sync + KvEngine` is a `KvEngine`.
+pub fn is_marker_trait(path: &syn::Path) -> bool {
+    path.segments.last().is_some_and(|s| {
+        matches!(
+            s.ident.to_string().as_str(),
+            "Send"
+                | "Sync"
+                | "Unpin"
+                | "Sized"
+                | "Clone"
+                | "Copy"
+                | "Debug"
+                | "Display"
+                | "Default"
+                | "Eq"
+                | "PartialEq"
+                | "Hash"
+                | "Ord"
+                | "PartialOrd"
+        )
+    })
+}
+
 /// `Arc`, `Option` and friends, whether written bare (prelude or imported) or fully qualified.
 fn is_std_like(path: &str) -> bool {
     !path.contains("::")
@@ -79,6 +106,7 @@ fn is_std_like(path: &str) -> bool {
             "tokio::",
             "parking_lot::",
             "futures::",
+            "once_cell::",
         ]
         .iter()
         .any(|p| path.starts_with(p))

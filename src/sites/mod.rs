@@ -135,20 +135,41 @@ pub struct WrapperCandidate {
     /// The primitive's store: whether it replicates through consensus, and which it is.
     pub consensus: bool,
     pub backend: Option<String>,
+    /// `via` already names the wrapper's crate (a wrapper reached in another crate's terms).
+    pub qualified: bool,
 }
 
 impl WrapperCandidate {
     /// The wrapper as code in a crate that names its crate `name` calls it.
     pub fn seen_as(&self, name: &str) -> WrapperCandidate {
-        let reroot = |p: &str| match p.strip_prefix("crate::") {
+        let mut w = self.map_paths(|p| match p.strip_prefix("crate::") {
             Some(rest) => format!("{name}::{rest}"),
             None => p.to_string(),
-        };
+        });
+        if !self.qualified {
+            w.via = format!("{name}::{}", self.via);
+            w.qualified = true;
+        }
+        w
+    }
+
+    /// The same wrapper called through a trait its owner implements (`kv.lock()` on a
+    /// `K: KvEngine`, `&dyn KvEngine`, `impl KvEngine`).
+    pub fn through_trait(&self, trait_path: &str) -> Option<WrapperCandidate> {
+        let (_, method) = self.method.as_ref()?;
+        Some(WrapperCandidate {
+            canonical: format!("{trait_path}::{method}"),
+            method: Some((trait_path.to_string(), method.clone())),
+            ..self.clone()
+        })
+    }
+
+    /// The wrapper with every path it matches by rewritten.
+    pub fn map_paths(&self, f: impl Fn(&str) -> String) -> WrapperCandidate {
         WrapperCandidate {
-            canonical: reroot(&self.canonical),
-            method: self.method.as_ref().map(|(t, m)| (reroot(t), m.clone())),
-            via: format!("{name}::{}", self.via),
-            returns_type: self.returns_type.as_deref().map(reroot),
+            canonical: f(&self.canonical),
+            method: self.method.as_ref().map(|(t, m)| (f(t), m.clone())),
+            returns_type: self.returns_type.as_deref().map(&f),
             ..self.clone()
         }
     }

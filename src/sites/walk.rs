@@ -38,7 +38,12 @@ fn items<'a>(
         match item {
             syn::Item::Fn(f) => {
                 let path = fn_path(imports, None, &f.sig.ident.to_string());
-                analyze_fn(&f.sig, &f.block, cx, imports, None, path, arena, out);
+                let source = FnSource {
+                    sig: &f.sig,
+                    body: &f.block,
+                    outer: None,
+                };
+                analyze_fn(source, cx, imports, None, path, arena, out);
             }
             syn::Item::Impl(imp) => {
                 let known = |p: &str| cx.index.knows(p) || cx.packs.knows(p);
@@ -48,8 +53,11 @@ fn items<'a>(
                     if let syn::ImplItem::Fn(f) = it {
                         let path = fn_path(imports, self_ty.as_ref(), &f.sig.ident.to_string());
                         analyze_fn(
-                            &f.sig,
-                            &f.block,
+                            FnSource {
+                                sig: &f.sig,
+                                body: &f.block,
+                                outer: Some(&imp.generics),
+                            },
                             cx,
                             imports,
                             self_ty.clone(),
@@ -61,6 +69,12 @@ fn items<'a>(
                 }
             }
             syn::Item::Trait(t) => {
+                // A default method's `self` is the trait: what it acquires, calls through the
+                // trait reach.
+                let own = Ty::simple(
+                    cx.index
+                        .through_reexports(format!("{}::{}", imports.module, t.ident)),
+                );
                 for it in &t.items {
                     if let syn::TraitItem::Fn(f) = it
                         && let Some(block) = &f.default
@@ -70,7 +84,19 @@ fn items<'a>(
                             Some(&Ty::simple(t.ident.to_string())),
                             &f.sig.ident.to_string(),
                         );
-                        analyze_fn(&f.sig, block, cx, imports, None, path, arena, out);
+                        analyze_fn(
+                            FnSource {
+                                sig: &f.sig,
+                                body: block,
+                                outer: Some(&t.generics),
+                            },
+                            cx,
+                            imports,
+                            Some(own.clone()),
+                            path,
+                            arena,
+                            out,
+                        );
                     }
                 }
             }
@@ -104,10 +130,15 @@ fn fn_path(imports: &Imports, self_ty: Option<&Ty>, name: &str) -> String {
     parts.join("::")
 }
 
-#[allow(clippy::too_many_arguments)]
-fn analyze_fn<'a>(
+/// A function's syntax: its signature, body, and the generics of the impl or trait around it.
+struct FnSource<'a> {
     sig: &'a syn::Signature,
     body: &'a syn::Block,
+    outer: Option<&'a syn::Generics>,
+}
+
+fn analyze_fn<'a>(
+    source: FnSource<'a>,
     cx: &FileCx<'_>,
     imports: &Imports,
     self_ty: Option<Ty>,
@@ -115,6 +146,7 @@ fn analyze_fn<'a>(
     arena: &'a MacroArena,
     out: &mut FileFacts,
 ) {
+    let FnSource { sig, body, outer } = source;
     // `use` items inside the body extend the module's imports for this function only.
     let local_uses: Vec<syn::Item> = body
         .stmts
@@ -183,18 +215,21 @@ fn analyze_fn<'a>(
         ret: None,
     };
     w.first_site = w.out.sites.len();
-    for gp in &sig.generics.params {
-        if let syn::GenericParam::Type(tp) = gp {
-            w.add_generic(&tp.ident.to_string(), tp.bounds.iter());
+    // The function's own generics shadow the impl's (`impl<K: Kv> Alloc<K>`).
+    for generics in outer.into_iter().chain([&sig.generics]) {
+        for gp in &generics.params {
+            if let syn::GenericParam::Type(tp) = gp {
+                w.add_generic(&tp.ident.to_string(), tp.bounds.iter());
+            }
         }
-    }
-    if let Some(wc) = &sig.generics.where_clause {
-        for pred in &wc.predicates {
-            if let syn::WherePredicate::Type(pt) = pred
-                && let syn::Type::Path(p) = &pt.bounded_ty
-                && let Some(id) = p.path.get_ident()
-            {
-                w.add_generic(&id.to_string(), pt.bounds.iter());
+        if let Some(wc) = &generics.where_clause {
+            for pred in &wc.predicates {
+                if let syn::WherePredicate::Type(pt) = pred
+                    && let syn::Type::Path(p) = &pt.bounded_ty
+                    && let Some(id) = p.path.get_ident()
+                {
+                    w.add_generic(&id.to_string(), pt.bounds.iter());
+                }
             }
         }
     }
@@ -291,7 +326,9 @@ impl<'a, 'c> Walker<'a, 'c> {
         bounds: impl Iterator<Item = &'b syn::TypeParamBound>,
     ) {
         for b in bounds {
-            if let syn::TypeParamBound::Trait(tb) = b {
+            if let syn::TypeParamBound::Trait(tb) = b
+                && !crate::model::ty::is_marker_trait(&tb.path)
+            {
                 let path = self.resolve(&tb.path);
                 self.generics.insert(name.to_string(), Ty::simple(path));
                 return;
@@ -459,6 +496,11 @@ impl<'a, 'c> Walker<'a, 'c> {
                         return l.ty.clone();
                     }
                 }
+                // A constant or static names its declared type (`WRITE.try_lock(..)`,
+                // `LOCKS.lock(..)` on a `static LOCKS: LazyLock<Manager>`).
+                if let Some(t) = self.cx.index.const_type(&self.resolve(&p.path)) {
+                    return Some(t);
+                }
                 // Not a local: a unit struct or an enum variant names its type (`Local`, `Kind::A`).
                 let last = p
                     .path
@@ -548,7 +590,13 @@ impl<'a, 'c> Walker<'a, 'c> {
                 if let Some(t) = matchers::pack_return_type(self, m, recv.as_ref()) {
                     return Some(t);
                 }
-                recv.and_then(|r| self.cx.index.method_return(r.peeled(), &method))
+                if let Some(t) = recv
+                    .as_ref()
+                    .and_then(|r| self.cx.index.method_return(r.peeled(), &method))
+                {
+                    return Some(t);
+                }
+                self.built_by(m)
             }
             Expr::Call(c) => {
                 let Expr::Path(f) = &*c.func else { return None };
@@ -574,6 +622,8 @@ impl<'a, 'c> Walker<'a, 'c> {
                         });
                     }
                     ("", "Some" | "Ok") => return c.args.first().and_then(rec),
+                    // `Arc::clone(&mgr)` is the same manager.
+                    ("Arc" | "Rc", "clone") => return c.args.first().and_then(rec),
                     _ => {}
                 }
                 if let Some(t) = matchers::pack_fn_return_type(self, &path) {
@@ -585,6 +635,42 @@ impl<'a, 'c> Walker<'a, 'c> {
             _ => None,
         };
         ty.map(|t| self.cx.index.normalize(&t))
+    }
+
+    /// `Client::builder().url(u).build().await?` is a `Client`: a builder chain that ends in a
+    /// finishing call gives the type whose `builder()` started it, when that type is a lock
+    /// type or an item of the program (not every builder builds its own type; those that do
+    /// not are left unknown).
+    fn built_by(&self, m: &syn::ExprMethodCall) -> Option<Ty> {
+        if !matches!(
+            m.method.to_string().as_str(),
+            "build" | "connect" | "finish" | "open" | "create" | "build_async" | "connect_lazy"
+        ) {
+            return None;
+        }
+        let mut cur = &*m.receiver;
+        loop {
+            match cur {
+                Expr::MethodCall(inner) => cur = &inner.receiver,
+                Expr::Await(a) => cur = &a.base,
+                Expr::Try(t) => cur = &t.expr,
+                Expr::Call(c) => {
+                    let Expr::Path(f) = &*c.func else { return None };
+                    let path = self.resolve(&f.path);
+                    let (parent, last) = path.rsplit_once("::")?;
+                    if !last.ends_with("builder") {
+                        return None;
+                    }
+                    let ty = match self.cx.packs.type_of_path(parent) {
+                        Some((_, canon)) => canon.clone(),
+                        None if self.cx.index.knows(parent) => parent.to_string(),
+                        None => return None,
+                    };
+                    return Some(Ty::simple(ty));
+                }
+                _ => return None,
+            }
+        }
     }
 
     fn set_use(&mut self, e: &'a Expr, u: Use<'a>) {
@@ -872,6 +958,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     sql: site.sql,
                     consensus: site.consensus,
                     backend: site.backend.clone(),
+                    qualified: false,
                 });
             }
         }
@@ -902,6 +989,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 sql: false,
                 consensus: self.cx.packs.packs[e.pack].pack.consensus,
                 backend: None,
+                qualified: false,
             });
         }
         let has_lock_work = self.out.sites.len() > self.first_site || !self.events.is_empty();
@@ -1044,9 +1132,13 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                 }
                 Stmt::Item(syn::Item::Fn(f)) => {
                     let path = format!("{}::{}", self.info.path, f.sig.ident);
+                    let source = FnSource {
+                        sig: &f.sig,
+                        body: &f.block,
+                        outer: None,
+                    };
                     analyze_fn(
-                        &f.sig,
-                        &f.block,
+                        source,
                         self.cx,
                         self.imports,
                         None,
