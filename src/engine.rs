@@ -780,7 +780,15 @@ impl Phase<'_> {
             return Some(v.clone());
         }
         let own = tables.get(root)?.clone();
-        let own_name = self.graph.own_name(root).map(str::to_string);
+        // A lock library's own examples and tests are matched against its pack, as users are.
+        let packs = &self.jobs[self.members_of.get(&**root)?.first().copied()?]
+            .config
+            .packs;
+        let own_name = self
+            .graph
+            .own_name(root)
+            .filter(|n| !packs.names_library(n))
+            .map(str::to_string);
         if stack.contains(root) {
             return Some(Arc::new(CrateView::new(own, own_name, Vec::new())));
         }

@@ -194,13 +194,17 @@ impl Imports {
             return self.canonical(segs);
         }
         // Not imported: an item of this module, a glob import, or an external crate path.
-        let local = format!("{}::{}", self.module, segs.join("::"));
-        if known(&local) {
+        // A path is known when it, or the item its first segment names, is (`Client::connect`
+        // after `use etcd_client::*` is `etcd_client::Client::connect`).
+        let under = |prefix: &str| {
+            let cand = format!("{prefix}::{}", segs.join("::"));
+            (known(&cand) || segs.len() > 1 && known(&format!("{prefix}::{first}"))).then_some(cand)
+        };
+        if let Some(local) = under(&self.module) {
             return local;
         }
         for g in &self.globs {
-            let cand = format!("{g}::{}", segs.join("::"));
-            if known(&cand) {
+            if let Some(cand) = under(g) {
                 return cand;
             }
         }

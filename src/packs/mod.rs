@@ -599,4 +599,13 @@ impl PackSet {
             || self.functions.contains_key(path)
             || self.command_builders.contains_key(path)
     }
+
+    /// Is `name` the crate of a library a pack describes (`rslock`, `redis`)? Such a crate's
+    /// own examples and tests name it as its users do, and are matched as its users are.
+    pub fn names_library(&self, name: &str) -> bool {
+        let prefix = format!("{name}::");
+        self.types.keys().any(|p| p.starts_with(&prefix))
+            || self.functions.keys().any(|p| p.starts_with(&prefix))
+            || self.command_builders.keys().any(|p| p.starts_with(&prefix))
+    }
 }

@@ -658,9 +658,18 @@ impl<'a, 'c> Walker<'a, 'c> {
                     let Expr::Path(f) = &*c.func else { return None };
                     let path = self.resolve(&f.path);
                     let (parent, last) = path.rsplit_once("::")?;
-                    if !last.ends_with("builder") {
-                        return None;
-                    }
+                    // `Client::builder()…` or `ClientBuilder::new(..)…`: both build a `Client`.
+                    let parent = if last.ends_with("builder") {
+                        parent.to_string()
+                    } else {
+                        match parent.strip_suffix("Builder") {
+                            Some(built) if !built.ends_with("::") && !built.is_empty() => {
+                                built.to_string()
+                            }
+                            _ => return None,
+                        }
+                    };
+                    let parent = parent.as_str();
                     let ty = match self.cx.packs.type_of_path(parent) {
                         Some((_, canon)) => canon.clone(),
                         None if self.cx.index.knows(parent) => parent.to_string(),
