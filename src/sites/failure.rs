@@ -222,7 +222,22 @@ fn apply(mut s: State, outward: &[&Expr]) -> Step {
                         let diverging_closure = m.args.first().is_some_and(
                             |a| matches!(a, Expr::Closure(c) if diverges_expr(&c.body)),
                         );
-                        if diverging_closure {
+                        // `Option<bool>` to `bool` with `false` (or the default, `false`): a
+                        // failure still reads as "not acquired", and the boolean is what counts.
+                        // (The packs model `pg_try_advisory_lock`'s reply as a bool; sqlx's
+                        // checked macros give `Option<bool>`.)
+                        let bool_now = s.layers[0] == Layer::Bool;
+                        let keeps_failure = (bool_now || s.layers.get(1) == Some(&Layer::Bool))
+                            && match name.as_str() {
+                                "unwrap_or_default" => true,
+                                "unwrap_or" => m.args.first().is_some_and(|a| {
+                                    matches!(a, Expr::Lit(l) if matches!(&l.lit, syn::Lit::Bool(b) if !b.value))
+                                }),
+                                _ => false,
+                            };
+                        if keeps_failure && bool_now {
+                            // Still the same boolean.
+                        } else if diverging_closure || keeps_failure {
                             s.layers.remove(0);
                         } else {
                             return Step::Done(Failure::Ignored {
