@@ -637,6 +637,16 @@ impl<'a, 'c> Walker<'a, 'c> {
         ty.map(|t| self.cx.index.normalize(&t))
     }
 
+    /// Does the function return a future (`impl Future`, `BoxFuture`, `Pin<Box<dyn Future>>`)?
+    fn returns_future(&self) -> bool {
+        self.ret.as_ref().is_some_and(|t| {
+            matches!(
+                t.peeled().last_segment(),
+                "Future" | "BoxFuture" | "LocalBoxFuture" | "IntoFuture"
+            )
+        })
+    }
+
     /// `Client::builder().url(u).build().await?` is a `Client`: a builder chain that ends in a
     /// finishing call gives the type whose `builder()` started it, when that type is a lock
     /// type or an item of the program (not every builder builds its own type; those that do
@@ -770,7 +780,10 @@ impl<'a, 'c> Walker<'a, 'c> {
             });
             return;
         }
-        if self.in_return > 0 {
+        // Inside a closure or `async` block of the returned expression, the lock is what the
+        // function hands back only when it hands back that future (`Box::pin(async move { … })`
+        // for a `BoxFuture`); `block_on(async { … })` in `main` hands back the block's result.
+        if self.in_return > 0 && (self.closure_depth == 0 || self.returns_future()) {
             self.returned_sites.push(self.out.sites.len());
         }
         let mut holding = self.holding_for(&u, key.clone(), m.auto_renew, m.sql);
