@@ -253,6 +253,8 @@ pub struct Inherited {
     pub fencing: crate::sites::Fencing,
     pub sql: bool,
     pub backend: Option<String>,
+    /// Where the lock stays when the wrapper hands none back (the key argument, the receiver).
+    pub held: Option<crate::sites::Held>,
 }
 
 impl CallDef {
@@ -268,7 +270,7 @@ impl CallDef {
             in_scope: Vec::new(),
             function,
             method,
-            key_arg: None,
+            key_arg: w.key_arg,
             ttl_arg: None,
             ttl_unit: TtlUnit::Ms,
             ttl_field: None,
@@ -293,6 +295,7 @@ impl CallDef {
                 fencing: w.fencing,
                 sql: w.sql,
                 backend: w.backend.clone(),
+                held: w.held.clone(),
             }),
         }
     }

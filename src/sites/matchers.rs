@@ -403,6 +403,15 @@ fn build<'a>(
         m.fencing = info.fencing;
         m.sql = info.sql;
         m.backend = info.backend.clone();
+        // A lock left in the store or in the receiver is known by its key argument or by the
+        // receiver, never by the value the call returns.
+        if info.held.is_some() {
+            m.handle = false;
+        }
+        if info.held == Some(super::Held::Receiver) {
+            m.key = receiver;
+        }
+        m.key = m.key.map(super::summary::peel_key);
     }
     m
 }

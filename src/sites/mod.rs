@@ -4,6 +4,7 @@
 
 mod failure;
 mod matchers;
+mod summary;
 mod ttl;
 mod walk;
 
@@ -14,6 +15,7 @@ use crate::packs::{CallKind, PackSet, ReleaseStyle};
 use crate::region::{Event, Region};
 use crate::source::{SourceFile, Span};
 
+pub use summary::Held;
 pub use walk::analyze_file;
 
 /// How long the lock lives unless renewed.
@@ -135,6 +137,14 @@ pub struct WrapperCandidate {
     /// The primitive's store: whether it replicates through consensus, and which it is.
     pub consensus: bool,
     pub backend: Option<String>,
+    /// The argument (receiver not counted) that names the lock's key, when the key comes from
+    /// one: call sites know the lock by it.
+    pub key_arg: Option<usize>,
+    /// For a wrapper that hands no lock back: where the lock stays (acquire) or which lock it
+    /// releases (release).
+    pub held: Option<Held>,
+    /// For a helper that runs SQL its caller passes: which argument holds the text.
+    pub sql_arg: Option<usize>,
 }
 
 /// What one file says about locks.

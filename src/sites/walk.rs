@@ -8,6 +8,7 @@ use syn::{Expr, Pat, Stmt};
 
 use super::failure::{self, Use};
 use super::matchers::{self, Matched};
+use super::summary::{self, FnFlow};
 use super::{Clock, FileCx, FileFacts, FnInfo, Site};
 use crate::model::eval::{Lookup, Value};
 use crate::model::index::ty_with;
@@ -181,6 +182,8 @@ fn analyze_fn<'a>(
         canonical,
         method,
         ret: None,
+        sig,
+        key_names: HashMap::new(),
     };
     w.first_site = w.out.sites.len();
     for gp in &sig.generics.params {
@@ -282,6 +285,10 @@ pub(super) struct Walker<'a, 'c> {
     method: Option<(String, String)>,
     ret: Option<Ty>,
     first_site: usize,
+    /// The function's signature, for its wrapper summary.
+    sig: &'a syn::Signature,
+    /// Per lock call (by the start of its span): the identifiers its key expression reads.
+    key_names: HashMap<Pos, HashSet<String>>,
 }
 
 impl<'a, 'c> Walker<'a, 'c> {
@@ -637,6 +644,10 @@ impl<'a, 'c> Walker<'a, 'c> {
 
     fn record(&mut self, m: Matched<'a>, outward: &[&'a Expr], u: Use<'a>, chain_end: Pos) {
         let failure = failure::judge(self, m.returns, outward, &u, m.discarded);
+        if let Some(k) = m.key {
+            self.key_names
+                .insert(region::start_of(m.span), summary::reads(k));
+        }
         let pack = &self.cx.packs.packs[m.pack].pack;
         let evaluated = m
             .key
@@ -819,6 +830,9 @@ impl<'a, 'c> Walker<'a, 'c> {
                 }
             }
         }
+        // What a wrapper that hands no lock back leaves its caller (see `summary`).
+        let flow = (self.out.sites.len() > self.first_site || !self.events.is_empty())
+            .then(|| FnFlow::of(self.sig, body));
         for (idx, h) in std::mem::take(&mut self.holdings) {
             let site = &self.out.sites[idx];
             let r = region::compute(
@@ -858,6 +872,13 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .map(|t| t.peeled())
                     .filter(|t| t.path.contains("::"))
                     .map(|t| t.path.clone());
+                // A returned report (a boolean, the reply) leaves the lock where it was taken.
+                let held = flow
+                    .as_ref()
+                    .filter(|_| returns_type.is_none() && !scoped)
+                    .and_then(|f| {
+                        summary::reported_held(f, self.key_names.get(&region::start_of(site.span)))
+                    });
                 self.out.wrappers.push(super::WrapperCandidate {
                     canonical: self.canonical.clone(),
                     method: self.method.clone(),
@@ -872,6 +893,48 @@ impl<'a, 'c> Walker<'a, 'c> {
                     sql: site.sql,
                     consensus: site.consensus,
                     backend: site.backend.clone(),
+                    key_arg: summary::key_arg(held.as_ref()),
+                    held,
+                    sql_arg: None,
+                });
+            } else if let Some(flow) = &flow
+                && !self
+                    .out
+                    .wrappers
+                    .iter()
+                    .any(|w| w.canonical == self.canonical)
+                && let Some(held) = summary::held_after(
+                    flow,
+                    &self.out.sites[idx],
+                    &h.names,
+                    self.key_names
+                        .get(&region::start_of(self.out.sites[idx].span)),
+                    body,
+                )
+            {
+                let site = &mut self.out.sites[idx];
+                site.wrapped = true;
+                self.out.wrappers.push(super::WrapperCandidate {
+                    canonical: self.canonical.clone(),
+                    method: self.method.clone(),
+                    via: self.info.path.clone(),
+                    library: site.library.clone(),
+                    kind: site.kind,
+                    returns: match self.ret.as_ref().map(|t| t.last_segment()) {
+                        Some("Result") => crate::packs::Returns::Result,
+                        Some("bool") => crate::packs::Returns::Bool,
+                        _ => crate::packs::Returns::Value,
+                    },
+                    returns_type: None,
+                    scoped: false,
+                    ttl_ms: site.ttl.ms().map(|m| m as f64),
+                    fencing: site.fencing,
+                    sql: site.sql,
+                    consensus: site.consensus,
+                    backend: site.backend.clone(),
+                    key_arg: summary::key_arg(Some(&held)),
+                    held: Some(held),
+                    sql_arg: None,
                 });
             }
         }
@@ -882,9 +945,17 @@ impl<'a, 'c> Walker<'a, 'c> {
                 .wrappers
                 .iter()
                 .any(|w| w.canonical == self.canonical)
-            && let Some(e) = self.events.iter().find(|e| {
-                e.kind == crate::packs::CallKind::Release
-                    && e.mentions.iter().any(|m| self.params.contains(m))
+            && let Some((e, held)) = self.events.iter().find_map(|e| {
+                if e.kind != crate::packs::CallKind::Release {
+                    return None;
+                }
+                let sql_pack = !self.cx.packs.packs[e.pack].sql.is_empty();
+                let key = self.key_names.get(&region::start_of(e.span));
+                let held = flow
+                    .as_ref()
+                    .and_then(|f| summary::released(f, e, key, sql_pack));
+                (held.is_some() || e.mentions.iter().any(|m| self.params.contains(m)))
+                    .then_some((e, held))
             })
         {
             let library = self.cx.packs.packs[e.pack].pack.name.clone();
@@ -902,6 +973,9 @@ impl<'a, 'c> Walker<'a, 'c> {
                 sql: false,
                 consensus: self.cx.packs.packs[e.pack].pack.consensus,
                 backend: None,
+                key_arg: summary::key_arg(held.as_ref()),
+                held,
+                sql_arg: None,
             });
         }
         let has_lock_work = self.out.sites.len() > self.first_site || !self.events.is_empty();
