@@ -184,6 +184,8 @@ fn analyze_fn<'a>(
         ret: None,
         sig,
         key_names: HashMap::new(),
+        deferred: HashMap::new(),
+        deferred_region: None,
     };
     w.first_site = w.out.sites.len();
     for gp in &sig.generics.params {
@@ -289,6 +291,13 @@ pub(super) struct Walker<'a, 'c> {
     sig: &'a syn::Signature,
     /// Per lock call (by the start of its span): the identifiers its key expression reads.
     key_names: HashMap<Pos, HashSet<String>>,
+    /// `let name;` declarations: the pattern, the statements after it, the end of its block.
+    deferred: HashMap<String, (&'a Pat, &'a [Stmt], Pos)>,
+    /// While visiting `name = …` for a deferred `let name;`: the end of the assigned expression,
+    /// where the lock's region starts (after the statement of the declaring block that holds
+    /// the assignment: `if a { l = x.lock()? } else { l = y.lock()? }` holds it after the `if`)
+    /// and where the declaring block ends.
+    deferred_region: Option<(Pos, Pos, Pos)>,
 }
 
 impl<'a, 'c> Walker<'a, 'c> {
@@ -692,6 +701,12 @@ impl<'a, 'c> Walker<'a, 'c> {
         let mut holding = self.holding_for(&u, key.clone(), m.auto_renew, m.sql);
         holding.lease_names = m.lease_names.clone();
         holding.start = holding.start.max(chain_end);
+        if let Some((at, start, end)) = self.deferred_region
+            && at == chain_end
+        {
+            holding.start = holding.start.max(start);
+            holding.scope_end = end;
+        }
         holding.handle = m.handle;
         self.holdings.push((self.out.sites.len(), holding));
         self.out.sites.push(Site {
@@ -1077,6 +1092,10 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                             self.guards.pop();
                         }
                         ty = self.type_of(&init.expr);
+                    } else if let Some(n) = single_name(&l.pat)
+                        && let Some(&end) = self.block_ends.last()
+                    {
+                        self.deferred.insert(n, (&l.pat, &b.stmts[i + 1..], end));
                     }
                     self.bind(&l.pat, l.init.as_ref().map(|i| &*i.expr), ty);
                 }
@@ -1369,6 +1388,9 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                 self.visit_expr(&a.base);
             }
             Expr::Macro(m) => self.visit_macro_args(&m.mac),
+            Expr::Assign(a) if name_of(&a.left).is_some_and(|n| self.deferred.contains_key(&n)) => {
+                self.assign_deferred(a);
+            }
             Expr::Assign(a) => {
                 self.visit_expr(&a.left);
                 self.set_use(&a.right, Use::Escape);
@@ -1409,6 +1431,37 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
 }
 
 impl<'a> Walker<'a, '_> {
+    /// `name = value` for a `let name;` declared earlier: the value is bound to `name` as a `let`
+    /// would bind it, in the declaring block's scope (the lock it holds is the one released later).
+    fn assign_deferred(&mut self, a: &'a syn::ExprAssign) {
+        self.visit_expr(&a.left);
+        let Some(name) = name_of(&a.left) else { return };
+        let Some(&(pat, after, end)) = self.deferred.get(&name) else {
+            return;
+        };
+        let value_end = region::end_of(Span::of(&*a.right));
+        let start = after
+            .iter()
+            .map(|s| region::end_of(Span::of(s)))
+            .find(|&e| e >= value_end)
+            .unwrap_or(self.stmt_end);
+        self.set_use(
+            &a.right,
+            Use::Bind {
+                pat,
+                has_else: false,
+            },
+        );
+        let saved = self.deferred_region.replace((value_end, start, end));
+        self.visit_expr(&a.right);
+        self.deferred_region = saved;
+        let ty = self.type_of(&a.right);
+        if let Some(local) = self.scopes.iter_mut().rev().find_map(|s| s.get_mut(&name)) {
+            local.ty = local.ty.take().or(ty);
+            local.init = local.init.or(Some(&*a.right));
+        }
+    }
+
     /// A value moved by name (`consume(lock)`, `Holder { lock }`, `return lock`) escapes the region.
     fn escape_if_name(&mut self, e: &Expr) {
         if let Some(n) = name_of(e) {
