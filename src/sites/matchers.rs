@@ -694,20 +694,96 @@ fn match_sql<'a>(
     call_name: &str,
 ) -> Option<Matched<'a>> {
     for a in args {
-        let Some(text) = eval::eval_str(a, w) else {
-            continue;
-        };
         // The literal is the location when it is written at the call; otherwise the executing call.
         let span = if is_literal(a) {
             Span::of(*a)
         } else {
             call_span
         };
-        if let Some(m) = sql_match(w, &text, span, call_name) {
-            return Some(m);
+        let mut found: Option<Matched<'a>> = None;
+        for text in sql_texts(w, a, 0) {
+            if let Some(m) = sql_match(w, &text, span, call_name) {
+                // Of SQL chosen at run time, the acquisition is what the statement may do.
+                let acquires = m.kind.is_acquisition();
+                if found.is_none() || acquires {
+                    found = Some(m);
+                }
+                if acquires {
+                    break;
+                }
+            }
+        }
+        if found.is_some() {
+            return found;
         }
     }
     None
+}
+
+/// The SQL texts an argument may hold: its value, or, for a local, each text it may have been
+/// given (`let sql = match mode { Wait => "…lock…", Try => "…try_lock…" }`), or the text of the
+/// statement it was prepared from (`let stmt = client.prepare(sql).await?`).
+fn sql_texts(w: &Walker<'_, '_>, a: &Expr, depth: usize) -> Vec<String> {
+    if let Some(text) = eval::eval_str(a, w) {
+        return vec![text];
+    }
+    if depth > 4 {
+        return Vec::new();
+    }
+    let Expr::Path(p) = super::summary::peel_key(a) else {
+        return Vec::new();
+    };
+    let Some(init) = p
+        .path
+        .get_ident()
+        .and_then(|id| w.local_init(&id.to_string()))
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for alt in alternatives(init) {
+        if let Some(text) = eval::eval_str(alt, w) {
+            out.push(text);
+        } else if let Some(sql) = prepared_from(alt) {
+            out.extend(sql_texts(w, sql, depth + 1));
+        }
+    }
+    out
+}
+
+/// The values an expression may take: the tails of a `match`'s arms or an `if`'s branches.
+fn alternatives(e: &Expr) -> Vec<&Expr> {
+    fn tail(b: &syn::Block) -> Option<&Expr> {
+        match b.stmts.last() {
+            Some(syn::Stmt::Expr(x, None)) => Some(x),
+            _ => None,
+        }
+    }
+    match e {
+        Expr::Match(m) => m.arms.iter().flat_map(|a| alternatives(&a.body)).collect(),
+        Expr::If(i) => {
+            let mut out: Vec<&Expr> = tail(&i.then_branch).map(alternatives).unwrap_or_default();
+            if let Some((_, els)) = &i.else_branch {
+                out.extend(alternatives(els));
+            }
+            out
+        }
+        Expr::Block(b) => tail(&b.block).map(alternatives).unwrap_or_default(),
+        Expr::Paren(p) => alternatives(&p.expr),
+        other => vec![other],
+    }
+}
+
+/// `client.prepare(sql).await?` (tokio-postgres, also `prepare_cached`/`prepare_typed`): `sql`.
+fn prepared_from(e: &Expr) -> Option<&Expr> {
+    match e {
+        Expr::Await(a) => prepared_from(&a.base),
+        Expr::Try(t) => prepared_from(&t.expr),
+        Expr::Paren(p) => prepared_from(&p.expr),
+        Expr::MethodCall(m) if m.method.to_string().starts_with("prepare") => m.args.first(),
+        Expr::MethodCall(m) => prepared_from(&m.receiver),
+        _ => None,
+    }
 }
 
 /// The methods that run a built statement on the executor they are given (sqlx's `Execute`).

@@ -154,6 +154,9 @@ pub struct FileFacts {
     pub events: Vec<Event>,
     pub clocks: Vec<Clock>,
     pub wrappers: Vec<WrapperCandidate>,
+    /// String-like struct field initialisers of this file, by (struct name, field): SQL built in a
+    /// constructor and run later through `self.field`.
+    pub(crate) field_inits: summary::FieldInits,
 }
 
 /// Everything the site finder needs about one file.

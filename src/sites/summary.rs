@@ -489,6 +489,178 @@ pub(super) fn peel_key(mut e: &Expr) -> &Expr {
     }
 }
 
+/// String-like struct field initialisers of one file, as source text (read back and evaluated
+/// where `self.field` is used): `LockRepo { lock_sql: format!("SELECT pg_advisory_lock({id})") }`.
+/// Only texts that may name a lock are kept.
+#[derive(Debug, Default)]
+pub struct FieldInits(HashMap<(String, String), Vec<String>>);
+
+impl FieldInits {
+    pub(super) fn of(file: &syn::File) -> FieldInits {
+        struct Collect {
+            out: HashMap<(String, String), Vec<String>>,
+            self_ty: Option<String>,
+        }
+        impl<'ast> Visit<'ast> for Collect {
+            fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+                let saved = self.self_ty.take();
+                if let syn::Type::Path(p) = &*i.self_ty {
+                    self.self_ty = p.path.segments.last().map(|s| s.ident.to_string());
+                }
+                syn::visit::visit_item_impl(self, i);
+                self.self_ty = saved;
+            }
+            fn visit_expr_struct(&mut self, s: &'ast syn::ExprStruct) {
+                let name = s.path.segments.last().map(|x| x.ident.to_string());
+                let name = match name.as_deref() {
+                    Some("Self") => self.self_ty.clone(),
+                    _ => name,
+                };
+                if let Some(name) = name {
+                    for f in &s.fields {
+                        if let syn::Member::Named(field) = &f.member
+                            && stringy(&f.expr)
+                        {
+                            let text = quote::ToTokens::to_token_stream(&f.expr).to_string();
+                            if text.to_ascii_lowercase().contains("lock") {
+                                self.out
+                                    .entry((name.clone(), field.to_string()))
+                                    .or_default()
+                                    .push(text);
+                            }
+                        }
+                    }
+                }
+                syn::visit::visit_expr_struct(self, s);
+            }
+        }
+        let mut c = Collect {
+            out: HashMap::new(),
+            self_ty: None,
+        };
+        c.visit_file(file);
+        FieldInits(c.out)
+    }
+
+    pub(super) fn get(&self, ty: &str, field: &str) -> Option<&[String]> {
+        self.0
+            .get(&(ty.to_string(), field.to_string()))
+            .map(Vec::as_slice)
+    }
+}
+
+/// A string literal, `format!`/`concat!`, or one converted (`"…".to_string()`, `String::from(..)`).
+fn stringy(e: &Expr) -> bool {
+    match e {
+        Expr::Lit(l) => matches!(l.lit, syn::Lit::Str(_)),
+        Expr::Macro(m) => m
+            .mac
+            .path
+            .segments
+            .last()
+            .is_some_and(|s| matches!(s.ident.to_string().as_str(), "format" | "concat")),
+        Expr::MethodCall(m) => stringy(&m.receiver),
+        Expr::Call(c) => c.args.first().is_some_and(stringy),
+        Expr::Paren(p) => stringy(&p.expr),
+        _ => false,
+    }
+}
+
+/// A helper that runs SQL its caller passes (`async fn exec(conn, sql: &str, key)` calling
+/// `sqlx::query(sql)`): the pack whose SQL call runs it, and the argument (receiver not counted)
+/// that holds the text. Its call sites are SQL calls of that pack.
+pub(super) fn sql_runner(
+    sig: &syn::Signature,
+    body: &syn::Block,
+    packs: &crate::packs::PackSet,
+) -> Option<(usize, usize)> {
+    let texts: Vec<(usize, String)> = sig
+        .inputs
+        .iter()
+        .filter_map(|a| match a {
+            syn::FnArg::Typed(pt) => Some(pt),
+            syn::FnArg::Receiver(_) => None,
+        })
+        .enumerate()
+        .filter(|(_, pt)| text_type(&pt.ty))
+        .filter_map(|(i, pt)| match &*pt.pat {
+            syn::Pat::Ident(pi) => Some((i, pi.ident.to_string())),
+            _ => None,
+        })
+        .collect();
+    if texts.is_empty() || packs.sql_calls.is_empty() {
+        return None;
+    }
+    struct Find<'p> {
+        packs: &'p crate::packs::PackSet,
+        texts: &'p [(usize, String)],
+        found: Option<(usize, usize)>,
+    }
+    impl Find<'_> {
+        fn check<'e>(&mut self, name: &str, args: impl Iterator<Item = &'e Expr>) {
+            let Some(&pack) = self.packs.sql_calls.get(name) else {
+                return;
+            };
+            for a in args {
+                if let Some(n) = plain_name(peel_key(a))
+                    && let Some(&(i, _)) = self.texts.iter().find(|(_, t)| *t == n)
+                {
+                    self.found = Some((pack, i));
+                }
+            }
+        }
+    }
+    impl<'ast> Visit<'ast> for Find<'_> {
+        fn visit_expr(&mut self, e: &'ast Expr) {
+            if self.found.is_some() {
+                return;
+            }
+            match e {
+                Expr::MethodCall(m) => self.check(&m.method.to_string(), m.args.iter()),
+                Expr::Call(c) => {
+                    if let Expr::Path(p) = &*c.func
+                        && let Some(last) = p.path.segments.last()
+                    {
+                        self.check(&last.ident.to_string(), c.args.iter());
+                    }
+                }
+                _ => {}
+            }
+            syn::visit::visit_expr(self, e);
+        }
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let mut f = Find {
+        packs,
+        texts: &texts,
+        found: None,
+    };
+    f.visit_block(body);
+    f.found
+}
+
+/// `&str`, `String`, `&String`, `Cow<str>`, `impl AsRef<str>` / `impl Into<String>`.
+fn text_type(t: &syn::Type) -> bool {
+    match t {
+        syn::Type::Reference(r) => text_type(&r.elem),
+        syn::Type::Paren(p) => text_type(&p.elem),
+        syn::Type::Path(p) => p
+            .path
+            .segments
+            .last()
+            .is_some_and(|s| matches!(s.ident.to_string().as_str(), "str" | "String" | "Cow")),
+        syn::Type::ImplTrait(it) => it.bounds.iter().any(|b| {
+            matches!(b, syn::TypeParamBound::Trait(tb)
+            if tb.path.segments.last().is_some_and(|s| {
+                matches!(s.ident.to_string().as_str(), "AsRef" | "Into" | "ToString")
+                    && quote::ToTokens::to_token_stream(&s.arguments).to_string().contains("str")
+                    || s.ident == "ToString"
+            }))
+        }),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,7 +18,10 @@ use crate::source::Span;
 
 /// Finds every lock site in a parsed file.
 pub fn analyze_file(file: &syn::File, cx: &FileCx<'_>) -> FileFacts {
-    let mut facts = FileFacts::default();
+    let mut facts = FileFacts {
+        field_inits: summary::FieldInits::of(file),
+        ..Default::default()
+    };
     // Macro arguments are parsed on the fly and must live as long as the tree they extend.
     let arena = MacroArena::new();
     items(&file.items, cx, cx.imports, &arena, &mut facts);
@@ -230,6 +233,31 @@ fn analyze_fn<'a>(
     w.block_ends.push(region::end_of(Span::of_block(body)));
     w.visit_block(body);
     w.finish(body);
+    // A helper that runs its caller's SQL: its calls are SQL calls.
+    if w.out.sites.len() == w.first_site
+        && let Some((pack, arg)) = summary::sql_runner(sig, body, cx.packs)
+        && !w.out.wrappers.iter().any(|x| x.canonical == w.canonical)
+    {
+        let candidate = super::WrapperCandidate {
+            canonical: w.canonical.clone(),
+            method: w.method.clone(),
+            via: w.info.path.clone(),
+            library: cx.packs.packs[pack].pack.name.clone(),
+            kind: crate::packs::CallKind::Acquire,
+            returns: crate::packs::Returns::Result,
+            returns_type: None,
+            scoped: false,
+            ttl_ms: None,
+            fencing: super::Fencing::None,
+            sql: true,
+            consensus: cx.packs.packs[pack].pack.consensus,
+            backend: None,
+            key_arg: None,
+            held: None,
+            sql_arg: Some(arg),
+        };
+        w.out.wrappers.push(candidate);
+    }
 }
 
 /// A local variable: its type when known, and its initialiser for value evaluation.
@@ -1044,6 +1072,22 @@ impl Lookup for Walker<'_, '_> {
     fn resolve_fn(&self, path: &syn::Path) -> String {
         self.resolve(path)
     }
+
+    fn field(&self, base: &Expr, member: &syn::Member) -> Option<Value> {
+        let ty = self.type_of(base)?;
+        let syn::Member::Named(name) = member else {
+            return None;
+        };
+        let inits = self
+            .out
+            .field_inits
+            .get(ty.peeled().last_segment(), &name.to_string())?;
+        // Initialisers read the constructor's locals, which are out of scope here.
+        inits.iter().find_map(|src| {
+            let e: Expr = syn::parse_str(src).ok()?;
+            crate::model::eval::eval(&e, &ConstEnv(self))
+        })
+    }
 }
 
 /// Evaluation inside a constant's initialiser: no locals.
@@ -1147,6 +1191,18 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                         self.arena,
                         self.out,
                     );
+                }
+                // A `const` inside the function is a local for evaluation (`const SQL: &str = …`).
+                Stmt::Item(syn::Item::Const(c)) => {
+                    let ty = self.ty_of_type(&c.ty);
+                    if let Some(scope) = self.scopes.last_mut() {
+                        let local = Local {
+                            ty,
+                            init: Some(&c.expr),
+                            args: Vec::new(),
+                        };
+                        scope.insert(c.ident.to_string(), local);
+                    }
                 }
                 Stmt::Item(_) => {}
                 Stmt::Macro(m) => self.visit_macro_args(&m.mac),
