@@ -255,6 +255,8 @@ pub struct Inherited {
     pub backend: Option<String>,
     /// Where the lock stays when the wrapper hands none back (the key argument, the receiver).
     pub held: Option<crate::sites::Held>,
+    /// The lock command is in a pipeline the caller runs: its reply is judged there.
+    pub pipeline: Option<crate::sites::PipeVia>,
 }
 
 impl CallDef {
@@ -296,6 +298,7 @@ impl CallDef {
                 sql: w.sql,
                 backend: w.backend.clone(),
                 held: w.held.clone(),
+                pipeline: w.pipeline.clone(),
             }),
         }
     }

@@ -51,6 +51,8 @@ pub(super) struct Matched<'a> {
     pub lease_names: HashSet<String>,
     /// A call to a wrapper: its path.
     pub via: Option<String>,
+    /// A lock command whose reply comes when its pipeline runs.
+    pub pipeline: Option<super::pipeline::PipeRun>,
 }
 
 impl<'a> Matched<'a> {
@@ -80,6 +82,7 @@ impl<'a> Matched<'a> {
             backend: None,
             lease_names: HashSet::new(),
             via: None,
+            pipeline: None,
         }
     }
 }
@@ -125,6 +128,9 @@ pub(super) fn match_site<'a>(
                         Some("`ignore` drops the reply that says whether the lock was taken");
                 } else {
                     found.returns = Returns::Value;
+                    found.pipeline = Some(super::pipeline::PipeRun {
+                        local: local_root(&m.receiver),
+                    });
                 }
                 return Some(found);
             }
@@ -412,6 +418,16 @@ fn build<'a>(
             m.key = receiver;
         }
         m.key = m.key.map(super::summary::peel_key);
+        m.pipeline = match &info.pipeline {
+            Some(super::PipeVia::Returned) => Some(super::pipeline::PipeRun { local: None }),
+            Some(super::PipeVia::Arg(i)) => Some(super::pipeline::PipeRun {
+                local: args.get(*i).and_then(|a| local_root(a)),
+            }),
+            None => None,
+        };
+        if m.pipeline.is_some() {
+            m.returns = Returns::ResultOption;
+        }
     }
     m
 }
@@ -442,7 +458,14 @@ fn pipeline_of<'w>(w: &'w Walker<'_, '_>, receiver: &Expr) -> Option<&'w [usize]
             Expr::MethodCall(m) => &m.receiver,
             Expr::Reference(r) => &r.expr,
             Expr::Paren(p) => &p.expr,
-            Expr::Path(p) => w.builder(&p.path.get_ident()?.to_string())?.0,
+            Expr::Path(p) => {
+                let name = p.path.get_ident()?.to_string();
+                match w.builder(&name) {
+                    Some((init, _)) => init,
+                    // A pipeline passed in or typed by its annotation (`pipe: &mut Pipeline`).
+                    None => return pipeline_type(w, cur),
+                }
+            }
             Expr::Call(c) => {
                 let Expr::Path(f) = &*c.func else { return None };
                 return w
@@ -456,6 +479,31 @@ fn pipeline_of<'w>(w: &'w Walker<'_, '_>, receiver: &Expr) -> Option<&'w [usize]
         };
     }
     None
+}
+
+/// The packs whose pipeline type a value has (`redis::Pipeline`, from its builders' paths).
+fn pipeline_type<'w>(w: &'w Walker<'_, '_>, e: &Expr) -> Option<&'w [usize]> {
+    let ty = w.type_of(e)?;
+    let path = &ty.peeled().path;
+    w.cx.packs
+        .pipeline_builders
+        .iter()
+        .find(|(b, _)| {
+            b.rsplit_once("::")
+                .is_some_and(|(parent, _)| parent == path)
+        })
+        .map(|(_, packs)| packs.as_slice())
+}
+
+/// The local a chain starts from (`pipe` in `pipe.atomic()`, `&mut pipe`).
+fn local_root(e: &Expr) -> Option<String> {
+    match e {
+        Expr::MethodCall(m) => local_root(&m.receiver),
+        Expr::Reference(r) => local_root(&r.expr),
+        Expr::Paren(p) => local_root(&p.expr),
+        Expr::Path(p) => p.path.get_ident().map(ToString::to_string),
+        _ => None,
+    }
 }
 
 /// A chain rooted in a local bound to a builder:

@@ -4,6 +4,7 @@
 
 mod failure;
 mod matchers;
+mod pipeline;
 mod summary;
 mod ttl;
 mod walk;
@@ -15,6 +16,7 @@ use crate::packs::{CallKind, PackSet, ReleaseStyle};
 use crate::region::{Event, Region};
 use crate::source::{SourceFile, Span};
 
+pub use pipeline::PipeVia;
 pub use summary::Held;
 pub use walk::analyze_file;
 
@@ -145,6 +147,8 @@ pub struct WrapperCandidate {
     pub held: Option<Held>,
     /// For a helper that runs SQL its caller passes: which argument holds the text.
     pub sql_arg: Option<usize>,
+    /// The lock command sits in a pipeline the caller runs (returned, or passed in).
+    pub pipeline: Option<PipeVia>,
 }
 
 /// What one file says about locks.

@@ -134,6 +134,23 @@ pub(super) fn reported_held(flow: &FnFlow, key: Option<&HashSet<String>>) -> Opt
     flow.source_of(key?)
 }
 
+/// How the pipeline holding a wrapper's lock command reaches its caller: passed in as argument
+/// #i, or handed back. `None` when the function runs the pipeline itself.
+pub(super) fn pipe_via(
+    flow: &FnFlow,
+    local: Option<&str>,
+    returned: &HashSet<String>,
+    returns_pipeline: bool,
+) -> Option<super::PipeVia> {
+    match local {
+        Some(n) => match flow.params.iter().position(|p| p == n) {
+            Some(i) => Some(super::PipeVia::Arg(i)),
+            None => (returned.contains(n) || returns_pipeline).then_some(super::PipeVia::Returned),
+        },
+        None => returns_pipeline.then_some(super::PipeVia::Returned),
+    }
+}
+
 /// The argument `held` names, if it is one.
 pub(super) fn key_arg(held: Option<&Held>) -> Option<usize> {
     match held? {

@@ -189,6 +189,7 @@ fn analyze_fn<'a>(
         key_names: HashMap::new(),
         deferred: HashMap::new(),
         deferred_region: None,
+        pipe_locals: HashMap::new(),
     };
     w.first_site = w.out.sites.len();
     for gp in &sig.generics.params {
@@ -255,6 +256,7 @@ fn analyze_fn<'a>(
             key_arg: None,
             held: None,
             sql_arg: Some(arg),
+            pipeline: None,
         };
         w.out.wrappers.push(candidate);
     }
@@ -326,6 +328,8 @@ pub(super) struct Walker<'a, 'c> {
     /// the assignment: `if a { l = x.lock()? } else { l = y.lock()? }` holds it after the `if`)
     /// and where the declaring block ends.
     deferred_region: Option<(Pos, Pos, Pos)>,
+    /// Lock commands in a pipeline (by the start of their span): the local holding the pipeline.
+    pipe_locals: HashMap<Pos, Option<String>>,
 }
 
 impl<'a, 'c> Walker<'a, 'c> {
@@ -680,7 +684,15 @@ impl<'a, 'c> Walker<'a, 'c> {
     }
 
     fn record(&mut self, m: Matched<'a>, outward: &[&'a Expr], u: Use<'a>, chain_end: Pos) {
-        let failure = failure::judge(self, m.returns, outward, &u, m.discarded);
+        let failure = match &m.pipeline {
+            // A lock command in a pipeline: its reply is judged where the pipeline runs.
+            Some(run) if m.discarded.is_none() => super::pipeline::judge(self, run, outward, &u),
+            _ => failure::judge(self, m.returns, outward, &u, m.discarded),
+        };
+        if let Some(run) = &m.pipeline {
+            self.pipe_locals
+                .insert(region::start_of(m.span), run.local.clone());
+        }
         if let Some(k) = m.key {
             self.key_names
                 .insert(region::start_of(m.span), summary::reads(k));
@@ -902,6 +914,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .iter()
                     .any(|w| w.canonical == self.canonical)
             {
+                let pipeline = self.pipe_via(flow.as_ref(), idx);
                 let site = &mut self.out.sites[idx];
                 site.wrapped = true;
                 let ret = self.ret.as_ref();
@@ -939,6 +952,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     key_arg: summary::key_arg(held.as_ref()),
                     held,
                     sql_arg: None,
+                    pipeline,
                 });
             } else if let Some(flow) = &flow
                 && !self
@@ -949,12 +963,13 @@ impl<'a, 'c> Walker<'a, 'c> {
                 && let Some(held) = summary::held_after(
                     flow,
                     &self.out.sites[idx],
-                    &h.names,
+                    &self.names_with_pipeline(&h.names, idx),
                     self.key_names
                         .get(&region::start_of(self.out.sites[idx].span)),
                     body,
                 )
             {
+                let pipeline = self.pipe_via(Some(flow), idx);
                 let site = &mut self.out.sites[idx];
                 site.wrapped = true;
                 self.out.wrappers.push(super::WrapperCandidate {
@@ -978,6 +993,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     key_arg: summary::key_arg(Some(&held)),
                     held: Some(held),
                     sql_arg: None,
+                    pipeline,
                 });
             }
         }
@@ -1019,6 +1035,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 key_arg: summary::key_arg(held.as_ref()),
                 held,
                 sql_arg: None,
+                pipeline: None,
             });
         }
         let has_lock_work = self.out.sites.len() > self.first_site || !self.events.is_empty();
@@ -1487,6 +1504,29 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
 }
 
 impl<'a> Walker<'a, '_> {
+    /// A site's lock names, with the pipeline that carries its command: running the pipeline is
+    /// part of the acquisition, not work after it.
+    fn names_with_pipeline(&self, names: &HashSet<String>, idx: usize) -> HashSet<String> {
+        let mut out = names.clone();
+        let at = region::start_of(self.out.sites[idx].span);
+        if let Some(Some(local)) = self.pipe_locals.get(&at) {
+            out.insert(local.clone());
+        }
+        out
+    }
+
+    /// For a wrapper around a lock command in a pipeline: how the pipeline reaches the caller.
+    fn pipe_via(&self, flow: Option<&FnFlow>, idx: usize) -> Option<super::PipeVia> {
+        let run = self
+            .pipe_locals
+            .get(&region::start_of(self.out.sites[idx].span))?;
+        let returns_pipeline = self
+            .ret
+            .as_ref()
+            .is_some_and(|t| t.peeled().last_segment() == "Pipeline");
+        summary::pipe_via(flow?, run.as_deref(), &self.returned, returns_pipeline)
+    }
+
     /// `name = value` for a `let name;` declared earlier: the value is bound to `name` as a `let`
     /// would bind it, in the declaring block's scope (the lock it holds is the one released later).
     fn assign_deferred(&mut self, a: &'a syn::ExprAssign) {
