@@ -151,6 +151,23 @@ pub(super) fn pipe_via(
     }
 }
 
+/// What the call of an acquire function that hands no lock back says about the acquisition:
+/// `Result<bool>`/`bool` whether it was taken, `Result<()>` only that nothing failed.
+pub(super) fn reported(ret: Option<&crate::model::Ty>) -> crate::packs::Returns {
+    use crate::packs::Returns;
+    let Some(t) = ret else {
+        return Returns::Value;
+    };
+    let first = t.args.first().map(|a| a.last_segment());
+    // `anyhow::Result`, `RedisResult`, `sqlx::Result`: any `…Result` alias.
+    match (t.last_segment(), first) {
+        (r, Some("bool")) if r.ends_with("Result") => Returns::ResultBool,
+        (r, _) if r.ends_with("Result") => Returns::Result,
+        ("bool", _) => Returns::Bool,
+        _ => Returns::Value,
+    }
+}
+
 /// The argument `held` names, if it is one.
 pub(super) fn key_arg(held: Option<&Held>) -> Option<usize> {
     match held? {

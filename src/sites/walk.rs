@@ -935,6 +935,12 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .and_then(|f| {
                         summary::reported_held(f, self.key_names.get(&region::start_of(site.span)))
                     });
+                // A report of a lock left held says whether it was taken (`Result<bool>`).
+                let returns = if held.is_some() {
+                    summary::reported(ret)
+                } else {
+                    returns
+                };
                 self.out.wrappers.push(super::WrapperCandidate {
                     canonical: self.canonical.clone(),
                     method: self.method.clone(),
@@ -978,11 +984,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     via: self.info.path.clone(),
                     library: site.library.clone(),
                     kind: site.kind,
-                    returns: match self.ret.as_ref().map(|t| t.last_segment()) {
-                        Some("Result") => crate::packs::Returns::Result,
-                        Some("bool") => crate::packs::Returns::Bool,
-                        _ => crate::packs::Returns::Value,
-                    },
+                    returns: summary::reported(self.ret.as_ref()),
                     returns_type: None,
                     scoped: false,
                     ttl_ms: site.ttl.ms().map(|m| m as f64),
