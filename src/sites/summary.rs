@@ -38,6 +38,8 @@ pub(super) struct FnFlow {
     derived: HashMap<String, HashSet<String>>,
     /// Identifier sets stored into a field of `self` (`self.x = …`, `self.x.insert(…)`).
     stored_in_self: Vec<HashSet<String>>,
+    /// Where the values stored into a field of `self` are written (`self.guard = Some(l.acquire(..)?)`).
+    stored_spans: Vec<(Pos, Pos)>,
 }
 
 impl FnFlow {
@@ -61,6 +63,7 @@ impl FnFlow {
             has_receiver,
             derived: v.derived,
             stored_in_self: v.stored,
+            stored_spans: v.stored_spans,
         }
     }
 
@@ -94,6 +97,11 @@ impl FnFlow {
         (self.has_receiver && roots.contains("self")).then_some(Held::Receiver)
     }
 
+    /// Is the acquisition at `at` written straight into a field of `self`?
+    fn stored_at(&self, at: Pos) -> bool {
+        self.has_receiver && self.stored_spans.iter().any(|&(s, e)| s <= at && at <= e)
+    }
+
     /// Is the lock (bound to `names`, or anything computed from it) stored in a field of `self`?
     pub(super) fn stored_in_self(&self, names: &HashSet<String>) -> bool {
         self.has_receiver
@@ -119,7 +127,7 @@ pub(super) fn held_after(
     if site.region.release.is_some() || works_after(body, site.region.start, names) {
         return None;
     }
-    if flow.stored_in_self(names) {
+    if flow.stored_in_self(names) || flow.stored_at(start_of(site.span)) {
         return Some(Held::Receiver);
     }
     if site.sql {
@@ -206,6 +214,7 @@ pub(super) fn released(
 struct FlowVisitor {
     derived: HashMap<String, HashSet<String>>,
     stored: Vec<HashSet<String>>,
+    stored_spans: Vec<(Pos, Pos)>,
 }
 
 impl FlowVisitor {
@@ -245,6 +254,9 @@ impl<'ast> Visit<'ast> for FlowVisitor {
                     self.derived.entry(n).or_default().extend(reads(&a.right));
                 } else if is_self_field(&a.left) {
                     self.stored.push(reads(&a.right));
+                    let s = Span::of(&*a.right);
+                    self.stored_spans
+                        .push((start_of(s), crate::region::end_of(s)));
                 }
             }
             // `self.held.insert(key, guard)`, `self.lease.replace(id)`, `self.guards.push(g)`.
@@ -258,6 +270,9 @@ impl<'ast> Visit<'ast> for FlowVisitor {
                 let mut ids = HashSet::new();
                 for a in &m.args {
                     ids.extend(reads(a));
+                    let s = Span::of(a);
+                    self.stored_spans
+                        .push((start_of(s), crate::region::end_of(s)));
                 }
                 self.stored.push(ids);
             }
