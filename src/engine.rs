@@ -816,7 +816,13 @@ fn with_wrappers(base: &PackSet, wrappers: &[WrapperCandidate]) -> Result<PackSe
     let mut packs = base.packs.clone();
     for w in wrappers {
         if let Some(p) = packs.iter_mut().find(|p| p.pack.name == w.library) {
-            p.calls.push(CallDef::wrapper(w));
+            // A helper that runs its caller's SQL is one more SQL call of its pack.
+            if w.sql_arg.is_some() {
+                let name = w.canonical.rsplit("::").next().unwrap_or(&w.canonical);
+                p.pack.sql_calls.push(name.to_string());
+            } else {
+                p.calls.push(CallDef::wrapper(w));
+            }
         }
     }
     PackSet::new(packs)

@@ -35,6 +35,10 @@ pub trait Lookup {
     fn constant(&self, path: &syn::Path) -> Option<Value>;
     /// Canonical path of a function path written in code (for `Duration::from_secs` and friends).
     fn resolve_fn(&self, path: &syn::Path) -> String;
+    /// The value a struct field was initialised with (`self.lock_sql` set to a `format!` in `new`).
+    fn field(&self, _base: &Expr, _member: &syn::Member) -> Option<Value> {
+        None
+    }
 }
 
 const MAX_DEPTH: usize = 24;
@@ -137,6 +141,7 @@ fn eval_depth(expr: &Expr, env: &dyn Lookup, depth: usize) -> Option<Value> {
             }
         }
         Expr::Macro(m) => eval_macro(&m.mac, env, depth),
+        Expr::Field(f) => env.field(&f.base, &f.member),
         Expr::Block(b) if b.block.stmts.len() == 1 => match &b.block.stmts[0] {
             syn::Stmt::Expr(e, None) => ev(e),
             _ => None,

@@ -253,6 +253,10 @@ pub struct Inherited {
     pub fencing: crate::sites::Fencing,
     pub sql: bool,
     pub backend: Option<String>,
+    /// Where the lock stays when the wrapper hands none back (the key argument, the receiver).
+    pub held: Option<crate::sites::Held>,
+    /// The lock command is in a pipeline the caller runs: its reply is judged there.
+    pub pipeline: Option<crate::sites::PipeVia>,
 }
 
 impl CallDef {
@@ -268,7 +272,7 @@ impl CallDef {
             in_scope: Vec::new(),
             function,
             method,
-            key_arg: None,
+            key_arg: w.key_arg,
             ttl_arg: None,
             ttl_unit: TtlUnit::Ms,
             ttl_field: None,
@@ -293,6 +297,8 @@ impl CallDef {
                 fencing: w.fencing,
                 sql: w.sql,
                 backend: w.backend.clone(),
+                held: w.held.clone(),
+                pipeline: w.pipeline.clone(),
             }),
         }
     }

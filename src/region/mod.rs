@@ -252,6 +252,7 @@ pub fn compute(
     let long_work = markers
         .iter()
         .filter(|m| within(start_of(m.span), end) && !m.in_closure)
+        .filter(|m| release.is_some() || !waits_for_next_attempt(m, h))
         .find_map(|m| match &m.kind {
             MarkerKind::Loop => Some((m.span, "a loop".to_string())),
             MarkerKind::Sleep => Some((m.span, "a sleep".to_string())),
@@ -272,6 +273,18 @@ pub fn compute(
         long_work,
         by_name,
     }
+}
+
+/// A sleep in the loop that acquires, after the acquisition: the pause before the next attempt
+/// (a wait-for-acquire loop) or before the next renewal (acquire-or-renew on every tick). The
+/// loop takes the lock again each round, so the pause is not work done while holding it. (A
+/// sleep before the lock's release in the same round is held across, and stays long work.)
+fn waits_for_next_attempt(m: &Marker, h: &Holding) -> bool {
+    m.kind == MarkerKind::Sleep
+        && h.loops.last().is_some_and(|l| {
+            let p = start_of(m.span);
+            p > start_of(*l) && p <= end_of(*l)
+        })
 }
 
 #[cfg(test)]
@@ -332,6 +345,20 @@ mod tests {
         // Exits after the release are outside the region.
         let r = one("let l = mgr.lock(\"k\", D).await?; mgr.unlock(&l).await; step()?; Ok(())");
         assert!(r.leaks.is_empty(), "{r:?}");
+    }
+
+    #[test]
+    fn a_pause_between_attempts_is_not_long_work() {
+        // Acquire-or-renew on every tick: the sleep waits for the next round.
+        let r = one(
+            "loop { let l = mgr.lock(\"k\", D).await; if l.is_ok() { note(); } sleep(S).await; }",
+        );
+        assert!(r.long_work.is_none(), "{r:?}");
+        // Released after the sleep in the same round: held across it.
+        let r = one(
+            "loop { let l = mgr.lock(\"k\", D).await?; sleep(S).await; mgr.unlock(&l).await; }",
+        );
+        assert!(r.long_work.is_some(), "{r:?}");
     }
 
     #[test]

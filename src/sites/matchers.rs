@@ -51,6 +51,8 @@ pub(super) struct Matched<'a> {
     pub lease_names: HashSet<String>,
     /// A call to a wrapper: its path.
     pub via: Option<String>,
+    /// A lock command whose reply comes when its pipeline runs.
+    pub pipeline: Option<super::pipeline::PipeRun>,
 }
 
 impl<'a> Matched<'a> {
@@ -80,6 +82,7 @@ impl<'a> Matched<'a> {
             backend: None,
             lease_names: HashSet::new(),
             via: None,
+            pipeline: None,
         }
     }
 }
@@ -125,6 +128,9 @@ pub(super) fn match_site<'a>(
                         Some("`ignore` drops the reply that says whether the lock was taken");
                 } else {
                     found.returns = Returns::Value;
+                    found.pipeline = Some(super::pipeline::PipeRun {
+                        local: local_root(&m.receiver),
+                    });
                 }
                 return Some(found);
             }
@@ -403,6 +409,25 @@ fn build<'a>(
         m.fencing = info.fencing;
         m.sql = info.sql;
         m.backend = info.backend.clone();
+        // A lock left in the store or in the receiver is known by its key argument or by the
+        // receiver, never by the value the call returns.
+        if info.held.is_some() {
+            m.handle = false;
+        }
+        if info.held == Some(super::Held::Receiver) {
+            m.key = receiver;
+        }
+        m.key = m.key.map(super::summary::peel_key);
+        m.pipeline = match &info.pipeline {
+            Some(super::PipeVia::Returned) => Some(super::pipeline::PipeRun { local: None }),
+            Some(super::PipeVia::Arg(i)) => Some(super::pipeline::PipeRun {
+                local: args.get(*i).and_then(|a| local_root(a)),
+            }),
+            None => None,
+        };
+        if m.pipeline.is_some() {
+            m.returns = Returns::ResultOption;
+        }
     }
     m
 }
@@ -433,7 +458,14 @@ fn pipeline_of<'w>(w: &'w Walker<'_, '_>, receiver: &Expr) -> Option<&'w [usize]
             Expr::MethodCall(m) => &m.receiver,
             Expr::Reference(r) => &r.expr,
             Expr::Paren(p) => &p.expr,
-            Expr::Path(p) => w.builder(&p.path.get_ident()?.to_string())?.0,
+            Expr::Path(p) => {
+                let name = p.path.get_ident()?.to_string();
+                match w.builder(&name) {
+                    Some((init, _)) => init,
+                    // A pipeline passed in or typed by its annotation (`pipe: &mut Pipeline`).
+                    None => return pipeline_type(w, cur),
+                }
+            }
             Expr::Call(c) => {
                 let Expr::Path(f) = &*c.func else { return None };
                 return w
@@ -447,6 +479,31 @@ fn pipeline_of<'w>(w: &'w Walker<'_, '_>, receiver: &Expr) -> Option<&'w [usize]
         };
     }
     None
+}
+
+/// The packs whose pipeline type a value has (`redis::Pipeline`, from its builders' paths).
+fn pipeline_type<'w>(w: &'w Walker<'_, '_>, e: &Expr) -> Option<&'w [usize]> {
+    let ty = w.type_of(e)?;
+    let path = &ty.peeled().path;
+    w.cx.packs
+        .pipeline_builders
+        .iter()
+        .find(|(b, _)| {
+            b.rsplit_once("::")
+                .is_some_and(|(parent, _)| parent == path)
+        })
+        .map(|(_, packs)| packs.as_slice())
+}
+
+/// The local a chain starts from (`pipe` in `pipe.atomic()`, `&mut pipe`).
+fn local_root(e: &Expr) -> Option<String> {
+    match e {
+        Expr::MethodCall(m) => local_root(&m.receiver),
+        Expr::Reference(r) => local_root(&r.expr),
+        Expr::Paren(p) => local_root(&p.expr),
+        Expr::Path(p) => p.path.get_ident().map(ToString::to_string),
+        _ => None,
+    }
 }
 
 /// A chain rooted in a local bound to a builder:
@@ -685,20 +742,96 @@ fn match_sql<'a>(
     call_name: &str,
 ) -> Option<Matched<'a>> {
     for a in args {
-        let Some(text) = eval::eval_str(a, w) else {
-            continue;
-        };
         // The literal is the location when it is written at the call; otherwise the executing call.
         let span = if is_literal(a) {
             Span::of(*a)
         } else {
             call_span
         };
-        if let Some(m) = sql_match(w, &text, span, call_name) {
-            return Some(m);
+        let mut found: Option<Matched<'a>> = None;
+        for text in sql_texts(w, a, 0) {
+            if let Some(m) = sql_match(w, &text, span, call_name) {
+                // Of SQL chosen at run time, the acquisition is what the statement may do.
+                let acquires = m.kind.is_acquisition();
+                if found.is_none() || acquires {
+                    found = Some(m);
+                }
+                if acquires {
+                    break;
+                }
+            }
+        }
+        if found.is_some() {
+            return found;
         }
     }
     None
+}
+
+/// The SQL texts an argument may hold: its value, or, for a local, each text it may have been
+/// given (`let sql = match mode { Wait => "…lock…", Try => "…try_lock…" }`), or the text of the
+/// statement it was prepared from (`let stmt = client.prepare(sql).await?`).
+fn sql_texts(w: &Walker<'_, '_>, a: &Expr, depth: usize) -> Vec<String> {
+    if let Some(text) = eval::eval_str(a, w) {
+        return vec![text];
+    }
+    if depth > 4 {
+        return Vec::new();
+    }
+    let Expr::Path(p) = super::summary::peel_key(a) else {
+        return Vec::new();
+    };
+    let Some(init) = p
+        .path
+        .get_ident()
+        .and_then(|id| w.local_init(&id.to_string()))
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for alt in alternatives(init) {
+        if let Some(text) = eval::eval_str(alt, w) {
+            out.push(text);
+        } else if let Some(sql) = prepared_from(alt) {
+            out.extend(sql_texts(w, sql, depth + 1));
+        }
+    }
+    out
+}
+
+/// The values an expression may take: the tails of a `match`'s arms or an `if`'s branches.
+fn alternatives(e: &Expr) -> Vec<&Expr> {
+    fn tail(b: &syn::Block) -> Option<&Expr> {
+        match b.stmts.last() {
+            Some(syn::Stmt::Expr(x, None)) => Some(x),
+            _ => None,
+        }
+    }
+    match e {
+        Expr::Match(m) => m.arms.iter().flat_map(|a| alternatives(&a.body)).collect(),
+        Expr::If(i) => {
+            let mut out: Vec<&Expr> = tail(&i.then_branch).map(alternatives).unwrap_or_default();
+            if let Some((_, els)) = &i.else_branch {
+                out.extend(alternatives(els));
+            }
+            out
+        }
+        Expr::Block(b) => tail(&b.block).map(alternatives).unwrap_or_default(),
+        Expr::Paren(p) => alternatives(&p.expr),
+        other => vec![other],
+    }
+}
+
+/// `client.prepare(sql).await?` (tokio-postgres, also `prepare_cached`/`prepare_typed`): `sql`.
+fn prepared_from(e: &Expr) -> Option<&Expr> {
+    match e {
+        Expr::Await(a) => prepared_from(&a.base),
+        Expr::Try(t) => prepared_from(&t.expr),
+        Expr::Paren(p) => prepared_from(&p.expr),
+        Expr::MethodCall(m) if m.method.to_string().starts_with("prepare") => m.args.first(),
+        Expr::MethodCall(m) => prepared_from(&m.receiver),
+        _ => None,
+    }
 }
 
 /// The methods that run a built statement on the executor they are given (sqlx's `Execute`).

@@ -4,6 +4,8 @@
 
 mod failure;
 mod matchers;
+mod pipeline;
+mod summary;
 mod ttl;
 mod walk;
 
@@ -14,6 +16,8 @@ use crate::packs::{CallKind, PackSet, ReleaseStyle};
 use crate::region::{Event, Region};
 use crate::source::{SourceFile, Span};
 
+pub use pipeline::PipeVia;
+pub use summary::Held;
 pub use walk::analyze_file;
 
 /// How long the lock lives unless renewed.
@@ -137,6 +141,16 @@ pub struct WrapperCandidate {
     pub backend: Option<String>,
     /// `via` already names the wrapper's crate (a wrapper reached in another crate's terms).
     pub qualified: bool,
+    /// The argument (receiver not counted) that names the lock's key, when the key comes from
+    /// one: call sites know the lock by it.
+    pub key_arg: Option<usize>,
+    /// For a wrapper that hands no lock back: where the lock stays (acquire) or which lock it
+    /// releases (release).
+    pub held: Option<Held>,
+    /// For a helper that runs SQL its caller passes: which argument holds the text.
+    pub sql_arg: Option<usize>,
+    /// The lock command sits in a pipeline the caller runs (returned, or passed in).
+    pub pipeline: Option<PipeVia>,
 }
 
 impl WrapperCandidate {
@@ -182,6 +196,9 @@ pub struct FileFacts {
     pub events: Vec<Event>,
     pub clocks: Vec<Clock>,
     pub wrappers: Vec<WrapperCandidate>,
+    /// String-like struct field initialisers of this file, by (struct name, field): SQL built in a
+    /// constructor and run later through `self.field`.
+    pub(crate) field_inits: summary::FieldInits,
 }
 
 /// Everything the site finder needs about one file.

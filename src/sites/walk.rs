@@ -8,6 +8,7 @@ use syn::{Expr, Pat, Stmt};
 
 use super::failure::{self, Use};
 use super::matchers::{self, Matched};
+use super::summary::{self, FnFlow};
 use super::{Clock, FileCx, FileFacts, FnInfo, Site};
 use crate::model::eval::{Lookup, Value};
 use crate::model::index::ty_with;
@@ -17,7 +18,10 @@ use crate::source::Span;
 
 /// Finds every lock site in a parsed file.
 pub fn analyze_file(file: &syn::File, cx: &FileCx<'_>) -> FileFacts {
-    let mut facts = FileFacts::default();
+    let mut facts = FileFacts {
+        field_inits: summary::FieldInits::of(file),
+        ..Default::default()
+    };
     // Macro arguments are parsed on the fly and must live as long as the tree they extend.
     let arena = MacroArena::new();
     items(&file.items, cx, cx.imports, &arena, &mut facts);
@@ -213,6 +217,11 @@ fn analyze_fn<'a>(
         canonical,
         method,
         ret: None,
+        sig,
+        key_names: HashMap::new(),
+        deferred: HashMap::new(),
+        deferred_region: None,
+        pipe_locals: HashMap::new(),
     };
     w.first_site = w.out.sites.len();
     // The function's own generics shadow the impl's (`impl<K: Kv> Alloc<K>`).
@@ -260,6 +269,33 @@ fn analyze_fn<'a>(
     w.block_ends.push(region::end_of(Span::of_block(body)));
     w.visit_block(body);
     w.finish(body);
+    // A helper that runs its caller's SQL: its calls are SQL calls.
+    if w.out.sites.len() == w.first_site
+        && let Some((pack, arg)) = summary::sql_runner(sig, body, cx.packs)
+        && !w.out.wrappers.iter().any(|x| x.canonical == w.canonical)
+    {
+        let candidate = super::WrapperCandidate {
+            canonical: w.canonical.clone(),
+            method: w.method.clone(),
+            via: w.info.path.clone(),
+            library: cx.packs.packs[pack].pack.name.clone(),
+            kind: crate::packs::CallKind::Acquire,
+            returns: crate::packs::Returns::Result,
+            returns_type: None,
+            scoped: false,
+            ttl_ms: None,
+            fencing: super::Fencing::None,
+            sql: true,
+            consensus: cx.packs.packs[pack].pack.consensus,
+            backend: None,
+            qualified: false,
+            key_arg: None,
+            held: None,
+            sql_arg: Some(arg),
+            pipeline: None,
+        };
+        w.out.wrappers.push(candidate);
+    }
 }
 
 /// A local variable: its type when known, and its initialiser for value evaluation.
@@ -317,6 +353,19 @@ pub(super) struct Walker<'a, 'c> {
     method: Option<(String, String)>,
     ret: Option<Ty>,
     first_site: usize,
+    /// The function's signature, for its wrapper summary.
+    sig: &'a syn::Signature,
+    /// Per lock call (by the start of its span): the identifiers its key expression reads.
+    key_names: HashMap<Pos, HashSet<String>>,
+    /// `let name;` declarations: the pattern, the statements after it, the end of its block.
+    deferred: HashMap<String, (&'a Pat, &'a [Stmt], Pos)>,
+    /// While visiting `name = …` for a deferred `let name;`: the end of the assigned expression,
+    /// where the lock's region starts (after the statement of the declaring block that holds
+    /// the assignment: `if a { l = x.lock()? } else { l = y.lock()? }` holds it after the `if`)
+    /// and where the declaring block ends.
+    deferred_region: Option<(Pos, Pos, Pos)>,
+    /// Lock commands in a pipeline (by the start of their span): the local holding the pipeline.
+    pipe_locals: HashMap<Pos, Option<String>>,
 }
 
 impl<'a, 'c> Walker<'a, 'c> {
@@ -741,7 +790,19 @@ impl<'a, 'c> Walker<'a, 'c> {
     }
 
     fn record(&mut self, m: Matched<'a>, outward: &[&'a Expr], u: Use<'a>, chain_end: Pos) {
-        let failure = failure::judge(self, m.returns, outward, &u, m.discarded);
+        let failure = match &m.pipeline {
+            // A lock command in a pipeline: its reply is judged where the pipeline runs.
+            Some(run) if m.discarded.is_none() => super::pipeline::judge(self, run, outward, &u),
+            _ => failure::judge(self, m.returns, outward, &u, m.discarded),
+        };
+        if let Some(run) = &m.pipeline {
+            self.pipe_locals
+                .insert(region::start_of(m.span), run.local.clone());
+        }
+        if let Some(k) = m.key {
+            self.key_names
+                .insert(region::start_of(m.span), summary::reads(k));
+        }
         let pack = &self.cx.packs.packs[m.pack].pack;
         let evaluated = m
             .key
@@ -789,6 +850,12 @@ impl<'a, 'c> Walker<'a, 'c> {
         let mut holding = self.holding_for(&u, key.clone(), m.auto_renew, m.sql);
         holding.lease_names = m.lease_names.clone();
         holding.start = holding.start.max(chain_end);
+        if let Some((at, start, end)) = self.deferred_region
+            && at == chain_end
+        {
+            holding.start = holding.start.max(start);
+            holding.scope_end = end;
+        }
         holding.handle = m.handle;
         self.holdings.push((self.out.sites.len(), holding));
         self.out.sites.push(Site {
@@ -927,6 +994,9 @@ impl<'a, 'c> Walker<'a, 'c> {
                 }
             }
         }
+        // What a wrapper that hands no lock back leaves its caller (see `summary`).
+        let flow = (self.out.sites.len() > self.first_site || !self.events.is_empty())
+            .then(|| FnFlow::of(self.sig, body));
         for (idx, h) in std::mem::take(&mut self.holdings) {
             let site = &self.out.sites[idx];
             let r = region::compute(
@@ -953,6 +1023,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .iter()
                     .any(|w| w.canonical == self.canonical)
             {
+                let pipeline = self.pipe_via(flow.as_ref(), idx);
                 let site = &mut self.out.sites[idx];
                 site.wrapped = true;
                 let ret = self.ret.as_ref();
@@ -966,6 +1037,19 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .map(|t| t.peeled())
                     .filter(|t| t.path.contains("::"))
                     .map(|t| t.path.clone());
+                // A returned report (a boolean, the reply) leaves the lock where it was taken.
+                let held = flow
+                    .as_ref()
+                    .filter(|_| returns_type.is_none() && !scoped)
+                    .and_then(|f| {
+                        summary::reported_held(f, self.key_names.get(&region::start_of(site.span)))
+                    });
+                // A report of a lock left held says whether it was taken (`Result<bool>`).
+                let returns = if held.is_some() {
+                    summary::reported(ret)
+                } else {
+                    returns
+                };
                 self.out.wrappers.push(super::WrapperCandidate {
                     canonical: self.canonical.clone(),
                     method: self.method.clone(),
@@ -981,6 +1065,48 @@ impl<'a, 'c> Walker<'a, 'c> {
                     consensus: site.consensus,
                     backend: site.backend.clone(),
                     qualified: false,
+                    key_arg: summary::key_arg(held.as_ref()),
+                    held,
+                    sql_arg: None,
+                    pipeline,
+                });
+            } else if let Some(flow) = &flow
+                && !self
+                    .out
+                    .wrappers
+                    .iter()
+                    .any(|w| w.canonical == self.canonical)
+                && let Some(held) = summary::held_after(
+                    flow,
+                    &self.out.sites[idx],
+                    &self.names_with_pipeline(&h.names, idx),
+                    self.key_names
+                        .get(&region::start_of(self.out.sites[idx].span)),
+                    body,
+                )
+            {
+                let pipeline = self.pipe_via(Some(flow), idx);
+                let site = &mut self.out.sites[idx];
+                site.wrapped = true;
+                self.out.wrappers.push(super::WrapperCandidate {
+                    canonical: self.canonical.clone(),
+                    method: self.method.clone(),
+                    via: self.info.path.clone(),
+                    library: site.library.clone(),
+                    kind: site.kind,
+                    returns: summary::reported(self.ret.as_ref()),
+                    returns_type: None,
+                    scoped: false,
+                    ttl_ms: site.ttl.ms().map(|m| m as f64),
+                    fencing: site.fencing,
+                    sql: site.sql,
+                    consensus: site.consensus,
+                    backend: site.backend.clone(),
+                    qualified: false,
+                    key_arg: summary::key_arg(Some(&held)),
+                    held: Some(held),
+                    sql_arg: None,
+                    pipeline,
                 });
             }
         }
@@ -991,9 +1117,17 @@ impl<'a, 'c> Walker<'a, 'c> {
                 .wrappers
                 .iter()
                 .any(|w| w.canonical == self.canonical)
-            && let Some(e) = self.events.iter().find(|e| {
-                e.kind == crate::packs::CallKind::Release
-                    && e.mentions.iter().any(|m| self.params.contains(m))
+            && let Some((e, held)) = self.events.iter().find_map(|e| {
+                if e.kind != crate::packs::CallKind::Release {
+                    return None;
+                }
+                let sql_pack = !self.cx.packs.packs[e.pack].sql.is_empty();
+                let key = self.key_names.get(&region::start_of(e.span));
+                let held = flow
+                    .as_ref()
+                    .and_then(|f| summary::released(f, e, key, sql_pack));
+                (held.is_some() || e.mentions.iter().any(|m| self.params.contains(m)))
+                    .then_some((e, held))
             })
         {
             let library = self.cx.packs.packs[e.pack].pack.name.clone();
@@ -1012,6 +1146,10 @@ impl<'a, 'c> Walker<'a, 'c> {
                 consensus: self.cx.packs.packs[e.pack].pack.consensus,
                 backend: None,
                 qualified: false,
+                key_arg: summary::key_arg(held.as_ref()),
+                held,
+                sql_arg: None,
+                pipeline: None,
             });
         }
         let has_lock_work = self.out.sites.len() > self.first_site || !self.events.is_empty();
@@ -1065,6 +1203,22 @@ impl Lookup for Walker<'_, '_> {
     fn resolve_fn(&self, path: &syn::Path) -> String {
         self.resolve(path)
     }
+
+    fn field(&self, base: &Expr, member: &syn::Member) -> Option<Value> {
+        let ty = self.type_of(base)?;
+        let syn::Member::Named(name) = member else {
+            return None;
+        };
+        let inits = self
+            .out
+            .field_inits
+            .get(ty.peeled().last_segment(), &name.to_string())?;
+        // Initialisers read the constructor's locals, which are out of scope here.
+        inits.iter().find_map(|src| {
+            let e: Expr = syn::parse_str(src).ok()?;
+            crate::model::eval::eval(&e, &ConstEnv(self))
+        })
+    }
 }
 
 /// Evaluation inside a constant's initialiser: no locals.
@@ -1113,6 +1267,10 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                             self.guards.pop();
                         }
                         ty = self.type_of(&init.expr);
+                    } else if let Some(n) = single_name(&l.pat)
+                        && let Some(&end) = self.block_ends.last()
+                    {
+                        self.deferred.insert(n, (&l.pat, &b.stmts[i + 1..], end));
                     }
                     self.bind(&l.pat, l.init.as_ref().map(|i| &*i.expr), ty);
                 }
@@ -1168,6 +1326,18 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                         self.arena,
                         self.out,
                     );
+                }
+                // A `const` inside the function is a local for evaluation (`const SQL: &str = …`).
+                Stmt::Item(syn::Item::Const(c)) => {
+                    let ty = self.ty_of_type(&c.ty);
+                    if let Some(scope) = self.scopes.last_mut() {
+                        let local = Local {
+                            ty,
+                            init: Some(&c.expr),
+                            args: Vec::new(),
+                        };
+                        scope.insert(c.ident.to_string(), local);
+                    }
                 }
                 Stmt::Item(_) => {}
                 Stmt::Macro(m) => self.visit_macro_args(&m.mac),
@@ -1409,6 +1579,9 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                 self.visit_expr(&a.base);
             }
             Expr::Macro(m) => self.visit_macro_args(&m.mac),
+            Expr::Assign(a) if name_of(&a.left).is_some_and(|n| self.deferred.contains_key(&n)) => {
+                self.assign_deferred(a);
+            }
             Expr::Assign(a) => {
                 self.visit_expr(&a.left);
                 self.set_use(&a.right, Use::Escape);
@@ -1449,6 +1622,60 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
 }
 
 impl<'a> Walker<'a, '_> {
+    /// A site's lock names, with the pipeline that carries its command: running the pipeline is
+    /// part of the acquisition, not work after it.
+    fn names_with_pipeline(&self, names: &HashSet<String>, idx: usize) -> HashSet<String> {
+        let mut out = names.clone();
+        let at = region::start_of(self.out.sites[idx].span);
+        if let Some(Some(local)) = self.pipe_locals.get(&at) {
+            out.insert(local.clone());
+        }
+        out
+    }
+
+    /// For a wrapper around a lock command in a pipeline: how the pipeline reaches the caller.
+    fn pipe_via(&self, flow: Option<&FnFlow>, idx: usize) -> Option<super::PipeVia> {
+        let run = self
+            .pipe_locals
+            .get(&region::start_of(self.out.sites[idx].span))?;
+        let returns_pipeline = self
+            .ret
+            .as_ref()
+            .is_some_and(|t| t.peeled().last_segment() == "Pipeline");
+        summary::pipe_via(flow?, run.as_deref(), &self.returned, returns_pipeline)
+    }
+
+    /// `name = value` for a `let name;` declared earlier: the value is bound to `name` as a `let`
+    /// would bind it, in the declaring block's scope (the lock it holds is the one released later).
+    fn assign_deferred(&mut self, a: &'a syn::ExprAssign) {
+        self.visit_expr(&a.left);
+        let Some(name) = name_of(&a.left) else { return };
+        let Some(&(pat, after, end)) = self.deferred.get(&name) else {
+            return;
+        };
+        let value_end = region::end_of(Span::of(&*a.right));
+        let start = after
+            .iter()
+            .map(|s| region::end_of(Span::of(s)))
+            .find(|&e| e >= value_end)
+            .unwrap_or(self.stmt_end);
+        self.set_use(
+            &a.right,
+            Use::Bind {
+                pat,
+                has_else: false,
+            },
+        );
+        let saved = self.deferred_region.replace((value_end, start, end));
+        self.visit_expr(&a.right);
+        self.deferred_region = saved;
+        let ty = self.type_of(&a.right);
+        if let Some(local) = self.scopes.iter_mut().rev().find_map(|s| s.get_mut(&name)) {
+            local.ty = local.ty.take().or(ty);
+            local.init = local.init.or(Some(&*a.right));
+        }
+    }
+
     /// A value moved by name (`consume(lock)`, `Holder { lock }`, `return lock`) escapes the region.
     fn escape_if_name(&mut self, e: &Expr) {
         if let Some(n) = name_of(e) {

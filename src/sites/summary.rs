@@ -1,0 +1,776 @@
+//! Wrapper summaries: what a function leaves behind for its callers when it hands no lock back.
+//!
+//! An acquire function that returns nothing (`async fn lock_resource(&self, key: &str) -> Result<()>`
+//! running `SET key token NX PX ttl`) leaves the lock in the store under a key its caller passed,
+//! or in the receiver (`self.lease = Some(id)`); its release function (`unlock_resource(key)`,
+//! `unlock(&mut self)`) releases what that parameter or receiver names. Each is summarised as
+//! [`Held`]: at call sites the acquisition's key is that argument (or the receiver), and the
+//! region pairs acquire and release by the same key expression.
+//!
+//! This module reads one function's own code (its parameters, what each local is computed from,
+//! what it stores in `self`, what it does after acquiring); the walker asks it after the walk.
+
+use std::collections::{HashMap, HashSet};
+
+use syn::visit::Visit;
+use syn::{Expr, Stmt};
+
+use crate::region::{Pos, start_of};
+use crate::source::Span;
+
+/// Where a lock stays after the call that took it, or which lock a release call releases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Held {
+    /// In the store, under the key passed as argument #i (the receiver not counted).
+    KeyArg(usize),
+    /// In the receiver: a guard, lease or key kept in a field of `self`.
+    Receiver,
+    /// With the connection's session (SQL advisory locks): paired by library, as SQL locks are.
+    Session,
+}
+
+/// What a function's summary needs from its code.
+pub(super) struct FnFlow {
+    /// Typed parameters in order (the receiver not counted).
+    params: Vec<String>,
+    has_receiver: bool,
+    /// Local -> identifiers in what it was computed from (`let`, `if let`, `while let`, `match` arms).
+    derived: HashMap<String, HashSet<String>>,
+    /// Identifier sets stored into a field of `self` (`self.x = …`, `self.x.insert(…)`).
+    stored_in_self: Vec<HashSet<String>>,
+    /// Where the values stored into a field of `self` are written (`self.guard = Some(l.acquire(..)?)`).
+    stored_spans: Vec<(Pos, Pos)>,
+}
+
+impl FnFlow {
+    pub(super) fn of(sig: &syn::Signature, body: &syn::Block) -> FnFlow {
+        let mut params = Vec::new();
+        let mut has_receiver = false;
+        for input in &sig.inputs {
+            match input {
+                syn::FnArg::Receiver(_) => has_receiver = true,
+                syn::FnArg::Typed(pt) => {
+                    let mut names = HashSet::new();
+                    pat_names(&pt.pat, &mut names);
+                    params.push(names.into_iter().next().unwrap_or_default());
+                }
+            }
+        }
+        let mut v = FlowVisitor::default();
+        v.visit_block(body);
+        FnFlow {
+            params,
+            has_receiver,
+            derived: v.derived,
+            stored_in_self: v.stored,
+            stored_spans: v.stored_spans,
+        }
+    }
+
+    /// The names `names` are computed from, transitively (themselves included).
+    fn roots(&self, names: &HashSet<String>) -> HashSet<String> {
+        let mut out = names.clone();
+        let mut todo: Vec<String> = names.iter().cloned().collect();
+        while let Some(n) = todo.pop() {
+            if out.len() > 256 {
+                break;
+            }
+            for d in self.derived.get(&n).into_iter().flatten() {
+                if out.insert(d.clone()) {
+                    todo.push(d.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// Which caller-visible thing a key (its identifiers) comes from: an argument, or `self`.
+    pub(super) fn source_of(&self, idents: &HashSet<String>) -> Option<Held> {
+        let roots = self.roots(idents);
+        if let Some(i) = self
+            .params
+            .iter()
+            .position(|p| !p.is_empty() && roots.contains(p))
+        {
+            return Some(Held::KeyArg(i));
+        }
+        (self.has_receiver && roots.contains("self")).then_some(Held::Receiver)
+    }
+
+    /// Is the acquisition at `at` written straight into a field of `self`?
+    fn stored_at(&self, at: Pos) -> bool {
+        self.has_receiver && self.stored_spans.iter().any(|&(s, e)| s <= at && at <= e)
+    }
+
+    /// Is the lock (bound to `names`, or anything computed from it) stored in a field of `self`?
+    pub(super) fn stored_in_self(&self, names: &HashSet<String>) -> bool {
+        self.has_receiver
+            && !names.is_empty()
+            && self
+                .stored_in_self
+                .iter()
+                .any(|s| !self.roots(s).is_disjoint(names))
+    }
+}
+
+/// Where an acquisition that is neither released here nor handed back stays when the function
+/// returns, when the function is an acquire function: it does nothing after acquiring but report
+/// how it went, and the lock is known by something its caller has (a key argument, the receiver,
+/// the connection's session).
+pub(super) fn held_after(
+    flow: &FnFlow,
+    site: &super::Site,
+    names: &HashSet<String>,
+    key: Option<&HashSet<String>>,
+    body: &syn::Block,
+) -> Option<Held> {
+    if site.region.release.is_some() || works_after(body, site.region.start, names) {
+        return None;
+    }
+    if flow.stored_in_self(names) || flow.stored_at(start_of(site.span)) {
+        return Some(Held::Receiver);
+    }
+    if site.sql {
+        return (!flow.params.is_empty() || flow.has_receiver).then_some(Held::Session);
+    }
+    flow.source_of(key?)
+}
+
+/// Where the lock of a wrapper that returns only a report (`Ok(reply.is_some())`, not a lock
+/// value) stays: under its key argument or in the receiver, as for one that returns nothing.
+pub(super) fn reported_held(flow: &FnFlow, key: Option<&HashSet<String>>) -> Option<Held> {
+    flow.source_of(key?)
+}
+
+/// How the pipeline holding a wrapper's lock command reaches its caller: passed in as argument
+/// #i, or handed back. `None` when the function runs the pipeline itself.
+pub(super) fn pipe_via(
+    flow: &FnFlow,
+    local: Option<&str>,
+    returned: &HashSet<String>,
+    returns_pipeline: bool,
+) -> Option<super::PipeVia> {
+    match local {
+        Some(n) => match flow.params.iter().position(|p| p == n) {
+            Some(i) => Some(super::PipeVia::Arg(i)),
+            None => (returned.contains(n) || returns_pipeline).then_some(super::PipeVia::Returned),
+        },
+        None => returns_pipeline.then_some(super::PipeVia::Returned),
+    }
+}
+
+/// What the call of an acquire function that hands no lock back says about the acquisition:
+/// `Result<bool>`/`bool` whether it was taken, `Result<()>` only that nothing failed.
+pub(super) fn reported(ret: Option<&crate::model::Ty>) -> crate::packs::Returns {
+    use crate::packs::Returns;
+    let Some(t) = ret else {
+        return Returns::Value;
+    };
+    let first = t.args.first().map(|a| a.last_segment());
+    // `anyhow::Result`, `RedisResult`, `sqlx::Result`: any `…Result` alias.
+    match (t.last_segment(), first) {
+        (r, Some("bool")) if r.ends_with("Result") => Returns::ResultBool,
+        (r, _) if r.ends_with("Result") => Returns::Result,
+        ("bool", _) => Returns::Bool,
+        _ => Returns::Value,
+    }
+}
+
+/// The argument `held` names, if it is one.
+pub(super) fn key_arg(held: Option<&Held>) -> Option<usize> {
+    match held? {
+        Held::KeyArg(i) => Some(*i),
+        _ => None,
+    }
+}
+
+/// Which lock a release in this function releases, for its callers: the one under a key
+/// argument, the one kept in the receiver, or (SQL) the session's. `None` when it releases a
+/// lock value passed in (`fn release(&self, lock: &Lock)`), which call sites pair by name.
+pub(super) fn released(
+    flow: &FnFlow,
+    e: &crate::region::Event,
+    key: Option<&HashSet<String>>,
+    sql_pack: bool,
+) -> Option<Held> {
+    if let Some(key) = key
+        && let Some(h) = flow.source_of(key)
+    {
+        return Some(h);
+    }
+    let mut values: HashSet<String> = e.mentions.clone();
+    values.remove("self");
+    if matches!(flow.source_of(&values), Some(Held::KeyArg(_))) {
+        return None;
+    }
+    if flow.has_receiver && flow.roots(&e.mentions).contains("self") {
+        return Some(Held::Receiver);
+    }
+    (sql_pack && e.mentions.is_empty() && (flow.has_receiver || !flow.params.is_empty()))
+        .then_some(Held::Session)
+}
+
+#[derive(Default)]
+struct FlowVisitor {
+    derived: HashMap<String, HashSet<String>>,
+    stored: Vec<HashSet<String>>,
+    stored_spans: Vec<(Pos, Pos)>,
+}
+
+impl FlowVisitor {
+    fn derive(&mut self, pat: &syn::Pat, from: &Expr) {
+        let mut names = HashSet::new();
+        pat_names(pat, &mut names);
+        let ids = reads(from);
+        for n in names {
+            self.derived
+                .entry(n)
+                .or_default()
+                .extend(ids.iter().cloned());
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for FlowVisitor {
+    fn visit_local(&mut self, l: &'ast syn::Local) {
+        if let Some(init) = &l.init {
+            self.derive(&l.pat, &init.expr);
+        }
+        syn::visit::visit_local(self, l);
+    }
+
+    fn visit_expr(&mut self, e: &'ast Expr) {
+        match e {
+            Expr::Let(l) => self.derive(&l.pat, &l.expr),
+            Expr::Match(m) => {
+                for arm in &m.arms {
+                    self.derive(&arm.pat, &m.expr);
+                }
+            }
+            Expr::ForLoop(f) => self.derive(&f.pat, &f.expr),
+            // `lock = mgr.lock(..)` after `let lock;`: the deferred binding is computed here.
+            Expr::Assign(a) => {
+                if let Some(n) = plain_name(&a.left) {
+                    self.derived.entry(n).or_default().extend(reads(&a.right));
+                } else if is_self_field(&a.left) {
+                    self.stored.push(reads(&a.right));
+                    let s = Span::of(&*a.right);
+                    self.stored_spans
+                        .push((start_of(s), crate::region::end_of(s)));
+                }
+            }
+            // `self.held.insert(key, guard)`, `self.lease.replace(id)`, `self.guards.push(g)`.
+            Expr::MethodCall(m)
+                if is_self_field(&m.receiver)
+                    && matches!(
+                        m.method.to_string().as_str(),
+                        "insert" | "replace" | "push" | "push_back" | "get_or_insert" | "set"
+                    ) =>
+            {
+                let mut ids = HashSet::new();
+                for a in &m.args {
+                    ids.extend(reads(a));
+                    let s = Span::of(a);
+                    self.stored_spans
+                        .push((start_of(s), crate::region::end_of(s)));
+                }
+                self.stored.push(ids);
+            }
+            _ => {}
+        }
+        syn::visit::visit_expr(self, e);
+    }
+
+    // Nested items are functions of their own.
+    fn visit_item(&mut self, _: &'ast syn::Item) {}
+}
+
+/// The identifiers an expression reads, with those named inside format strings
+/// (`format!("lock:{job}")` reads `job`).
+pub(super) fn reads(e: &Expr) -> HashSet<String> {
+    struct Lits<'o>(&'o mut HashSet<String>);
+    impl Lits<'_> {
+        fn tokens(&mut self, ts: proc_macro2::TokenStream) {
+            for t in ts {
+                match t {
+                    proc_macro2::TokenTree::Literal(l) => self.literal(&l.to_string()),
+                    proc_macro2::TokenTree::Group(g) => self.tokens(g.stream()),
+                    _ => {}
+                }
+            }
+        }
+        fn literal(&mut self, text: &str) {
+            for part in text.split('{').skip(1) {
+                let name: String = part
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if name.starts_with(|c: char| c.is_alphabetic() || c == '_') {
+                    self.0.insert(name);
+                }
+            }
+        }
+    }
+    impl<'ast> Visit<'ast> for Lits<'_> {
+        fn visit_macro(&mut self, m: &'ast syn::Macro) {
+            self.tokens(m.tokens.clone());
+        }
+    }
+    let mut out = super::walk::idents_in(e);
+    Lits(&mut out).visit_expr(e);
+    out
+}
+
+fn plain_name(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Path(p) => p.path.get_ident().map(ToString::to_string),
+        _ => None,
+    }
+}
+
+/// `self.x`, `self.x.y`, `*self.x`.
+fn is_self_field(e: &Expr) -> bool {
+    match e {
+        Expr::Field(f) => match &*f.base {
+            Expr::Path(p) => p.path.is_ident("self"),
+            other => is_self_field(other),
+        },
+        Expr::Unary(u) => is_self_field(&u.expr),
+        Expr::Paren(p) => is_self_field(&p.expr),
+        _ => false,
+    }
+}
+
+fn pat_names(p: &syn::Pat, out: &mut HashSet<String>) {
+    struct Names<'o>(&'o mut HashSet<String>);
+    impl<'ast> Visit<'ast> for Names<'_> {
+        fn visit_pat_ident(&mut self, pi: &'ast syn::PatIdent) {
+            self.0.insert(pi.ident.to_string());
+            syn::visit::visit_pat_ident(self, pi);
+        }
+    }
+    Names(out).visit_pat(p);
+}
+
+/// Does the function do work of its own after `from` (the end of an acquisition), beyond
+/// reporting how the acquisition went? An acquire function checks the reply, maybe waits and
+/// retries, and returns; a function that then does the work the lock protects is no wrapper,
+/// even when it leaves the lock to expire.
+pub(super) fn works_after(body: &syn::Block, from: Pos, lock: &HashSet<String>) -> bool {
+    struct Work<'l> {
+        from: Pos,
+        found: bool,
+        /// The lock's own names: reading its value (`resp.key()`) is reporting, not work.
+        lock: &'l HashSet<String>,
+    }
+    impl Work<'_> {
+        fn after(&self, s: Span) -> bool {
+            start_of(s) > self.from
+        }
+    }
+    impl<'ast> Visit<'ast> for Work<'_> {
+        fn visit_expr(&mut self, e: &'ast Expr) {
+            if self.found {
+                return;
+            }
+            match e {
+                Expr::Call(c) => {
+                    if let Expr::Path(p) = &*c.func
+                        && let Some(last) = p.path.segments.last()
+                        && !PLUMBING_FNS.contains(&last.ident.to_string().as_str())
+                        && self.after(Span::of(&last.ident))
+                    {
+                        self.found = true;
+                        return;
+                    }
+                }
+                Expr::MethodCall(m) => {
+                    let on_lock = chain_root(&m.receiver).is_some_and(|r| self.lock.contains(&r));
+                    if !on_lock
+                        && !PLUMBING_METHODS.contains(&m.method.to_string().as_str())
+                        && self.after(Span::of(&m.method))
+                    {
+                        self.found = true;
+                        return;
+                    }
+                }
+                Expr::Macro(m) => {
+                    if let Some(last) = m.mac.path.segments.last()
+                        && !PLUMBING_MACROS.contains(&last.ident.to_string().as_str())
+                        && self.after(Span::of(&last.ident))
+                    {
+                        self.found = true;
+                        return;
+                    }
+                }
+                // Closures and async blocks run later, somewhere else.
+                Expr::Closure(_) | Expr::Async(_) => return,
+                _ => {}
+            }
+            syn::visit::visit_expr(self, e);
+        }
+        fn visit_stmt_macro(&mut self, m: &'ast syn::StmtMacro) {
+            if let Some(last) = m.mac.path.segments.last()
+                && !PLUMBING_MACROS.contains(&last.ident.to_string().as_str())
+                && self.after(Span::of(&last.ident))
+            {
+                self.found = true;
+            }
+        }
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let mut w = Work {
+        from,
+        found: false,
+        lock,
+    };
+    for s in &body.stmts {
+        if let Stmt::Item(_) = s {
+            continue;
+        }
+        w.visit_stmt(s);
+    }
+    w.found
+}
+
+fn chain_root(e: &Expr) -> Option<String> {
+    match e {
+        Expr::MethodCall(m) => chain_root(&m.receiver),
+        Expr::Await(a) => chain_root(&a.base),
+        Expr::Try(t) => chain_root(&t.expr),
+        Expr::Paren(p) => chain_root(&p.expr),
+        Expr::Reference(r) => chain_root(&r.expr),
+        Expr::Field(f) => chain_root(&f.base),
+        other => plain_name(other),
+    }
+}
+
+/// Calls that report an outcome or wait for the next attempt: not work.
+const PLUMBING_FNS: &[&str] = &[
+    "Ok",
+    "Err",
+    "Some",
+    "new",
+    "from",
+    "into",
+    "sleep",
+    "now",
+    "from_millis",
+    "from_secs",
+    "default",
+    "drop",
+];
+const PLUMBING_METHODS: &[&str] = &[
+    "is_some",
+    "is_none",
+    "is_ok",
+    "is_err",
+    "map_err",
+    "map",
+    "ok",
+    "ok_or",
+    "ok_or_else",
+    "context",
+    "with_context",
+    "into",
+    "to_string",
+    "to_owned",
+    "clone",
+    "unwrap_or",
+    "unwrap_or_default",
+    "unwrap_or_else",
+    "unwrap",
+    "expect",
+    "elapsed",
+    "as_str",
+    "as_ref",
+    "len",
+    "eq",
+    "take",
+    "insert",
+    "replace",
+    "push",
+    "set",
+    "await",
+    "tick",
+];
+const PLUMBING_MACROS: &[&str] = &[
+    "bail",
+    "anyhow",
+    "eyre",
+    "ensure",
+    "format",
+    "format_err",
+    "debug",
+    "info",
+    "warn",
+    "error",
+    "trace",
+    "event",
+];
+
+/// The key expression a wrapper's call passes, without what only reborrows or converts it
+/// (`&key`, `key.as_str()`, `key.clone()`): `lock(&key)` and `unlock(key.as_str())` name one key.
+pub(super) fn peel_key(mut e: &Expr) -> &Expr {
+    loop {
+        e = match e {
+            Expr::Reference(r) => &r.expr,
+            Expr::Paren(p) => &p.expr,
+            Expr::Group(g) => &g.expr,
+            Expr::MethodCall(m)
+                if m.args.is_empty()
+                    && matches!(
+                        m.method.to_string().as_str(),
+                        "as_str"
+                            | "as_ref"
+                            | "as_bytes"
+                            | "clone"
+                            | "to_string"
+                            | "to_owned"
+                            | "borrow"
+                            | "as_mut"
+                    ) =>
+            {
+                &m.receiver
+            }
+            _ => return e,
+        };
+    }
+}
+
+/// String-like struct field initialisers of one file, as source text (read back and evaluated
+/// where `self.field` is used): `LockRepo { lock_sql: format!("SELECT pg_advisory_lock({id})") }`.
+/// Only texts that may name a lock are kept.
+#[derive(Debug, Default)]
+pub struct FieldInits(HashMap<(String, String), Vec<String>>);
+
+impl FieldInits {
+    pub(super) fn of(file: &syn::File) -> FieldInits {
+        struct Collect {
+            out: HashMap<(String, String), Vec<String>>,
+            self_ty: Option<String>,
+        }
+        impl<'ast> Visit<'ast> for Collect {
+            fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+                let saved = self.self_ty.take();
+                if let syn::Type::Path(p) = &*i.self_ty {
+                    self.self_ty = p.path.segments.last().map(|s| s.ident.to_string());
+                }
+                syn::visit::visit_item_impl(self, i);
+                self.self_ty = saved;
+            }
+            fn visit_expr_struct(&mut self, s: &'ast syn::ExprStruct) {
+                let name = s.path.segments.last().map(|x| x.ident.to_string());
+                let name = match name.as_deref() {
+                    Some("Self") => self.self_ty.clone(),
+                    _ => name,
+                };
+                if let Some(name) = name {
+                    for f in &s.fields {
+                        if let syn::Member::Named(field) = &f.member
+                            && stringy(&f.expr)
+                        {
+                            let text = quote::ToTokens::to_token_stream(&f.expr).to_string();
+                            if text.to_ascii_lowercase().contains("lock") {
+                                self.out
+                                    .entry((name.clone(), field.to_string()))
+                                    .or_default()
+                                    .push(text);
+                            }
+                        }
+                    }
+                }
+                syn::visit::visit_expr_struct(self, s);
+            }
+        }
+        let mut c = Collect {
+            out: HashMap::new(),
+            self_ty: None,
+        };
+        c.visit_file(file);
+        FieldInits(c.out)
+    }
+
+    pub(super) fn get(&self, ty: &str, field: &str) -> Option<&[String]> {
+        self.0
+            .get(&(ty.to_string(), field.to_string()))
+            .map(Vec::as_slice)
+    }
+}
+
+/// A string literal, `format!`/`concat!`, or one converted (`"…".to_string()`, `String::from(..)`).
+fn stringy(e: &Expr) -> bool {
+    match e {
+        Expr::Lit(l) => matches!(l.lit, syn::Lit::Str(_)),
+        Expr::Macro(m) => m
+            .mac
+            .path
+            .segments
+            .last()
+            .is_some_and(|s| matches!(s.ident.to_string().as_str(), "format" | "concat")),
+        Expr::MethodCall(m) => stringy(&m.receiver),
+        Expr::Call(c) => c.args.first().is_some_and(stringy),
+        Expr::Paren(p) => stringy(&p.expr),
+        _ => false,
+    }
+}
+
+/// A helper that runs SQL its caller passes (`async fn exec(conn, sql: &str, key)` calling
+/// `sqlx::query(sql)`): the pack whose SQL call runs it, and the argument (receiver not counted)
+/// that holds the text. Its call sites are SQL calls of that pack.
+pub(super) fn sql_runner(
+    sig: &syn::Signature,
+    body: &syn::Block,
+    packs: &crate::packs::PackSet,
+) -> Option<(usize, usize)> {
+    let texts: Vec<(usize, String)> = sig
+        .inputs
+        .iter()
+        .filter_map(|a| match a {
+            syn::FnArg::Typed(pt) => Some(pt),
+            syn::FnArg::Receiver(_) => None,
+        })
+        .enumerate()
+        .filter(|(_, pt)| text_type(&pt.ty))
+        .filter_map(|(i, pt)| match &*pt.pat {
+            syn::Pat::Ident(pi) => Some((i, pi.ident.to_string())),
+            _ => None,
+        })
+        .collect();
+    if texts.is_empty() || packs.sql_calls.is_empty() {
+        return None;
+    }
+    struct Find<'p> {
+        packs: &'p crate::packs::PackSet,
+        texts: &'p [(usize, String)],
+        found: Option<(usize, usize)>,
+    }
+    impl Find<'_> {
+        fn check<'e>(&mut self, name: &str, args: impl Iterator<Item = &'e Expr>) {
+            let Some(&pack) = self.packs.sql_calls.get(name) else {
+                return;
+            };
+            for a in args {
+                if let Some(n) = plain_name(peel_key(a))
+                    && let Some(&(i, _)) = self.texts.iter().find(|(_, t)| *t == n)
+                {
+                    self.found = Some((pack, i));
+                }
+            }
+        }
+    }
+    impl<'ast> Visit<'ast> for Find<'_> {
+        fn visit_expr(&mut self, e: &'ast Expr) {
+            if self.found.is_some() {
+                return;
+            }
+            match e {
+                Expr::MethodCall(m) => self.check(&m.method.to_string(), m.args.iter()),
+                Expr::Call(c) => {
+                    if let Expr::Path(p) = &*c.func
+                        && let Some(last) = p.path.segments.last()
+                    {
+                        self.check(&last.ident.to_string(), c.args.iter());
+                    }
+                }
+                _ => {}
+            }
+            syn::visit::visit_expr(self, e);
+        }
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let mut f = Find {
+        packs,
+        texts: &texts,
+        found: None,
+    };
+    f.visit_block(body);
+    f.found
+}
+
+/// `&str`, `String`, `&String`, `Cow<str>`, `impl AsRef<str>` / `impl Into<String>`.
+fn text_type(t: &syn::Type) -> bool {
+    match t {
+        syn::Type::Reference(r) => text_type(&r.elem),
+        syn::Type::Paren(p) => text_type(&p.elem),
+        syn::Type::Path(p) => p
+            .path
+            .segments
+            .last()
+            .is_some_and(|s| matches!(s.ident.to_string().as_str(), "str" | "String" | "Cow")),
+        syn::Type::ImplTrait(it) => it.bounds.iter().any(|b| {
+            matches!(b, syn::TypeParamBound::Trait(tb)
+            if tb.path.segments.last().is_some_and(|s| {
+                matches!(s.ident.to_string().as_str(), "AsRef" | "Into" | "ToString")
+                    && quote::ToTokens::to_token_stream(&s.arguments).to_string().contains("str")
+                    || s.ident == "ToString"
+            }))
+        }),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flow(src: &str) -> FnFlow {
+        let f: syn::ItemFn = syn::parse_str(src).expect("test fn parses");
+        FnFlow::of(&f.sig, &f.block)
+    }
+
+    fn set(words: &[&str]) -> HashSet<String> {
+        words.iter().map(|w| w.to_string()).collect()
+    }
+
+    #[test]
+    fn a_key_derived_from_a_parameter_names_it() {
+        let f = flow(
+            "fn f(&self, con: &mut C, job: &str) { let key = format!(\"lock:{job}\"); let k2 = key.clone(); }",
+        );
+        assert_eq!(f.source_of(&set(&["k2"])), Some(Held::KeyArg(1)));
+        assert_eq!(f.source_of(&set(&["self", "key"])), Some(Held::KeyArg(1)));
+        assert_eq!(f.source_of(&set(&["self"])), Some(Held::Receiver));
+        assert_eq!(f.source_of(&set(&["other"])), None);
+    }
+
+    #[test]
+    fn stored_in_self_through_derived_values() {
+        let f = flow(
+            "fn f(&mut self) { let resp = c.lock(n).await?; let key = resp.key().to_vec(); self.key = Some(key); }",
+        );
+        assert!(f.stored_in_self(&set(&["resp"])));
+        assert!(!f.stored_in_self(&set(&["other"])));
+        let f = flow("fn f(&mut self) { let g = m.lock().await?; self.held.insert(k, g); }");
+        assert!(f.stored_in_self(&set(&["g"])));
+        // A free function has no `self` to store into.
+        let f = flow("fn f(x: u8) { let g = m.lock(); }");
+        assert!(!f.stored_in_self(&set(&["g"])));
+    }
+
+    #[test]
+    fn work_after_the_acquisition_is_seen() {
+        let f: syn::ItemFn = syn::parse_str(
+            "fn f() {\n let ok = acquire();\n if ok.is_none() { bail!(\"busy\"); }\n Ok(())\n}",
+        )
+        .unwrap();
+        let none = HashSet::new();
+        assert!(!works_after(&f.block, (2, 30), &none));
+        let f: syn::ItemFn =
+            syn::parse_str("fn f() {\n let ok = acquire();\n import_rows();\n Ok(())\n}").unwrap();
+        assert!(works_after(&f.block, (2, 30), &none));
+        // Reading the lock's own reply is no work.
+        let f: syn::ItemFn = syn::parse_str(
+            "fn f() {\n let resp = acquire();\n self.key = Some(resp.key().to_vec());\n Ok(())\n}",
+        )
+        .unwrap();
+        assert!(!works_after(&f.block, (2, 30), &set(&["resp"])));
+    }
+
+    #[test]
+    fn keys_are_peeled_of_borrows_and_conversions() {
+        let e: Expr = syn::parse_str("&key.as_str()").unwrap();
+        let peeled = peel_key(&e);
+        assert!(matches!(peeled, Expr::Path(_)));
+    }
+}
