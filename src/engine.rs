@@ -23,8 +23,10 @@ use crate::settings::CheckSettings;
 use crate::sites::{self, FileCx, WrapperCandidate};
 use crate::source::{SourceFile, Span};
 
-/// Deeply nested code recurses deeply in syn; give workers room so that no input overflows a stack.
-const WORKER_STACK: usize = 64 * 1024 * 1024;
+/// Deeply nested code recurses deeply in syn and in our walks; files nesting past
+/// `lex::MAX_NESTING` are refused before parsing, and this holds several times that limit in the
+/// worst construct even in a debug build (the memory is reserved, and touched only as used).
+const WORKER_STACK: usize = 256 * 1024 * 1024;
 
 struct Job {
     file: Candidate,
@@ -402,6 +404,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
     let mut suppressed = 0;
     let mut fresh: HashMap<String, cache::CachedFile> = HashMap::new();
     for o in outputs {
+        errors.extend(o.error.clone());
         if cache.is_some() {
             fresh.insert(
                 o.display.clone(),
@@ -642,13 +645,15 @@ fn widen(
         );
     }
     // Read and scanned on the workers; only the texts that match are kept.
+    let routes = prefilter::Routes::new();
     let reread: Vec<(usize, Result<Option<String>, FileError>)> = pool.install(|| {
         candidates
             .into_par_iter()
             .map(|i| {
                 let (names, consts) = &terms[&*jobs[i].crate_root];
                 let wanted = with_text(&jobs[i], |t| {
-                    (names.any_in(t) || consts.any_in(t)).then(|| t.to_string())
+                    (names.any_in(t) || consts.any_in(t) || routes.in_file(&jobs[i].file.abs, t))
+                        .then(|| t.to_string())
                 });
                 (i, wanted)
             })
@@ -848,6 +853,15 @@ fn index_one(
     prefilter: bool,
 ) -> Result<(Indexed, FileIndex), FileError> {
     let module = module_path_for(&job.crate_root, &job.file.abs);
+    // Checked before parsing: a stack overflow in the parser or a walk aborts the whole run.
+    if let Some((offset, why)) = crate::lex::too_deep(&text) {
+        let (line, column) = line_col(&text, offset);
+        return Err(read_error(
+            job,
+            Some(line),
+            format!("{why}; the limit is reached at line {line}, column {column}"),
+        ));
+    }
     let result = match syn::parse_file(&text) {
         Ok(ast) => {
             let mut imports = Imports::new(module.clone());
@@ -896,6 +910,8 @@ struct FileOutput {
     sites: Vec<SiteRecord>,
     findings: Vec<Finding>,
     suppressed: usize,
+    /// Why the file could not be analysed after all.
+    error: Option<FileError>,
 }
 
 fn analyze_one(
@@ -921,6 +937,22 @@ fn analyze_one(
                 long_call: &long_call,
             };
             let facts = sites::analyze_file(&ast, &cx);
+            if facts.too_deep {
+                proc_macro2::extra::invalidate_current_thread_spans();
+                return FileOutput {
+                    wrappers: Vec::new(),
+                    display: src.display.clone(),
+                    text: None,
+                    sites: Vec::new(),
+                    findings: Vec::new(),
+                    suppressed: 0,
+                    error: Some(FileError {
+                        path: src.display.clone(),
+                        line: None,
+                        message: "nesting too deep to analyse (its syntax tree nests deeper than the analysis may recurse)".into(),
+                    }),
+                };
+            }
             let classified: Vec<Classified> = facts
                 .sites
                 .into_iter()
@@ -1047,6 +1079,7 @@ fn analyze_one(
         findings,
         suppressed,
         wrappers,
+        error: None,
     }
 }
 

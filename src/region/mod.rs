@@ -9,6 +9,7 @@
 //! function; a `break` leaves the region only when it leaves a loop around the acquisition.
 
 use std::collections::HashSet;
+use std::rc::Rc;
 
 use crate::packs::CallKind;
 use crate::sites::Failure;
@@ -73,12 +74,58 @@ pub enum MarkerKind {
     Callback,
 }
 
+/// Identifiers in the conditions around a point, innermost condition first. A shared list: a
+/// marker keeps the conditions around it in O(1), however deeply it is nested.
+#[derive(Debug, Clone, Default)]
+pub struct Guards(Option<Rc<GuardFrame>>);
+
+#[derive(Debug)]
+struct GuardFrame {
+    names: Vec<String>,
+    parent: Guards,
+}
+
+impl Guards {
+    /// These conditions with one more, inner, condition's identifiers.
+    pub fn push(&self, names: Vec<String>) -> Guards {
+        Guards(Some(Rc::new(GuardFrame {
+            names,
+            parent: self.clone(),
+        })))
+    }
+
+    /// Without the innermost condition.
+    pub fn pop(&self) -> Guards {
+        self.0
+            .as_ref()
+            .map_or_else(Guards::default, |f| f.parent.clone())
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &String> {
+        std::iter::successors(self.0.as_deref(), |f| f.parent.0.as_deref())
+            .flat_map(|f| f.names.iter())
+    }
+}
+
+impl Drop for GuardFrame {
+    // Unlinked one frame at a time: a long chain dropped recursively would need a deep stack.
+    fn drop(&mut self) {
+        let mut next = self.parent.0.take();
+        while let Some(rc) = next {
+            next = match Rc::try_unwrap(rc) {
+                Ok(mut frame) => frame.parent.0.take(),
+                Err(_) => None,
+            };
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Marker {
     pub kind: MarkerKind,
     pub span: Span,
     /// Identifiers in the conditions of the `if`/`match`/`let … else` around it.
-    pub guards: Vec<String>,
+    pub guards: Guards,
     pub in_closure: bool,
     /// The loop a `break`/`continue` leaves.
     pub target_loop: Option<Span>,

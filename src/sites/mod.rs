@@ -144,6 +144,10 @@ pub struct FileFacts {
     pub events: Vec<Event>,
     pub clocks: Vec<Clock>,
     pub wrappers: Vec<WrapperCandidate>,
+    /// The walk went deeper than it may (see `walk::MAX_WALK_DEPTH`): the facts are incomplete.
+    pub too_deep: bool,
+    /// How deep the walk is now.
+    pub(crate) depth: usize,
 }
 
 /// Everything the site finder needs about one file.
