@@ -859,7 +859,7 @@ fn index_one(
         return Err(read_error(
             job,
             Some(line),
-            format!("{why}; the limit is reached at line {line}, column {column}"),
+            format!("{why}; the limit is passed at line {line}, column {column}"),
         ));
     }
     let result = match syn::parse_file(&text) {

@@ -247,7 +247,7 @@ pub const MAX_NESTING: usize = 3000;
 
 /// Why a file is refused before parsing: its nesting past [`MAX_NESTING`], at a byte offset.
 pub fn too_deep(text: &str) -> Option<(usize, String)> {
-    let n = nesting(text);
+    let n = nesting_until(text, MAX_NESTING);
     (n.depth > MAX_NESTING).then(|| {
         (
             n.offset,
@@ -277,6 +277,11 @@ pub struct Nesting {
 /// `,` outside `<…>`, a block-like item or statement at its `}` when a word other than `else`
 /// follows.
 pub fn nesting(text: &str) -> Nesting {
+    nesting_until(text, usize::MAX)
+}
+
+/// [`nesting`], stopping where the depth first passes `limit`.
+fn nesting_until(text: &str, limit: usize) -> Nesting {
     let b = text.as_bytes();
     let mut stack = vec![Level {
         base: 0,
@@ -288,7 +293,7 @@ pub fn nesting(text: &str) -> Nesting {
     let regions = regions(text);
     let mut next_region = regions.iter().peekable();
     let mut i = 0;
-    while i < b.len() {
+    while i < b.len() && best.depth <= limit {
         if let Some(r) = next_region.peek()
             && r.range.start <= i
         {

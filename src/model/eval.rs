@@ -128,7 +128,7 @@ fn eval_depth(expr: &Expr, env: &dyn Lookup, depth: usize) -> Option<Value> {
                 }
                 (
                     "into" | "clone" | "to_owned" | "to_string" | "try_into" | "unwrap" | "expect"
-                    | "as_str",
+                    | "as_str" | "as_bytes",
                     Some(v),
                 ) => Some(v),
                 ("saturating_mul" | "checked_mul" | "wrapping_mul", Some(v)) => binary(
@@ -307,6 +307,11 @@ fn builtin_constant(path: &str) -> Option<Value> {
             _ => None,
         };
     }
+    match (ty_last, name) {
+        ("f64", "MAX") => return Some(Value::Float(f64::MAX)),
+        ("f32", "MAX") => return Some(Value::Float(f32::MAX as f64)),
+        _ => {}
+    }
     let (bits, signed) = int_type_named(ty_last)?;
     let max = if bits >= 128 {
         i128::MAX
@@ -390,6 +395,23 @@ mod tests {
             Some(Value::Duration(5000.0))
         );
         assert_eq!(ev("unknown(3)"), None);
+    }
+
+    #[test]
+    fn limits_and_wrapping_casts() {
+        let max = u64::MAX as f64;
+        assert_eq!(ev("u64::MAX"), Some(Value::Int(u64::MAX as i128)));
+        assert_eq!(ev("i32::MIN"), Some(Value::Int(i32::MIN as i128)));
+        assert_eq!(
+            ev("Duration::from_secs(u64::MAX)"),
+            Some(Value::Duration(max * 1000.0))
+        );
+        assert_eq!(ev("-5i64 as u64"), Some(Value::Int((u64::MAX - 4) as i128)));
+        assert_eq!(ev("65_546u32 as u16"), Some(Value::Int(10)));
+        assert_eq!(ev("-1i64 as i8"), Some(Value::Int(-1)));
+        assert_eq!(ev("300 as i8"), Some(Value::Int(44)));
+        assert!(matches!(ev("std::time::Duration::MAX"), Some(Value::Duration(ms)) if ms > max));
+        assert_eq!(ev("10 / 0"), None);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 mod failure;
 mod matchers;
+mod span;
 mod ttl;
 mod walk;
 

@@ -1017,8 +1017,8 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
         }
         for (i, stmt) in b.stmts.iter().enumerate() {
             self.rest.push(&b.stmts[i + 1..]);
-            // Spanning a node re-tokenizes it: once per statement, not twice.
-            let span = Span::of(stmt);
+            // From its first and last tokens: spanning the node would re-tokenize it.
+            let span = super::span::of_stmt(stmt);
             self.stmt_line = span.line;
             self.stmt_end = region::end_of(span);
             match stmt {
@@ -1203,7 +1203,7 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
             }
             Expr::ForLoop(f) => {
                 // The iterated expression runs before the loop: mark the body.
-                self.marker(MarkerKind::Loop, Span::of(&f.body));
+                self.marker(MarkerKind::Loop, Span::of_block(&f.body));
                 self.visit_expr(&f.expr);
                 self.scopes.push(HashMap::new());
                 self.bind(&f.pat, None, None);
