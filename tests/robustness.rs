@@ -163,3 +163,39 @@ fn the_deepest_accepted_files_are_analysed_without_overflow() {
         );
     }
 }
+
+#[test]
+fn threads_are_capped_with_a_clear_error() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+        .args([
+            "check",
+            "--threads",
+            "100000",
+            "--no-cache",
+            "fixtures/negatives",
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--threads 100000 is more than the 256"),
+        "{err}"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+        .args([
+            "check",
+            "--threads",
+            "256",
+            "--no-cache",
+            "fixtures/negatives",
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
