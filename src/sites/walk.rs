@@ -820,24 +820,24 @@ impl<'a, 'c> Walker<'a, 'c> {
                 }
             }
         }
+        // Indexed once: per site, a scan of the whole function made N acquisitions cost N².
+        let facts = region::Facts::new(&self.events, &self.markers);
+        let mut callbacks: Vec<Pos> = self
+            .markers
+            .iter()
+            .filter(|m| m.kind == MarkerKind::Callback)
+            .map(|m| region::start_of(m.span))
+            .collect();
+        callbacks.sort_unstable();
         for (idx, h) in std::mem::take(&mut self.holdings) {
             let site = &self.out.sites[idx];
-            let r = region::compute(
-                site.span,
-                &h,
-                &self.events,
-                &self.markers,
-                site.pack,
-                site.sql,
-            );
+            let r = region::compute_with(site.span, &h, &facts, site.pack, site.sql);
             // A wrapper: hands the lock back, or runs the caller's closure while holding it.
             let returned = self.returned_sites.contains(&idx)
                 || h.names.iter().any(|n| self.returned.contains(n));
-            let scoped = self.markers.iter().any(|m| {
-                m.kind == MarkerKind::Callback
-                    && region::start_of(m.span) > r.start
-                    && region::start_of(m.span) <= r.end
-            });
+            let scoped = callbacks
+                .get(callbacks.partition_point(|&p| p <= r.start))
+                .is_some_and(|&p| p <= r.end);
             self.out.sites[idx].region = r;
             if (returned || scoped)
                 && !self
