@@ -23,8 +23,12 @@ const HDR: &str = "use rslock::LockManager;\nuse std::time::Duration;\n\n";
 
 /// (shape, N, what N counts).
 const SHAPES: &[(&str, usize, &str)] = &[
-    ("ifelse-locks", 100, "else-if branches, a lock in each"),
-    ("nested-if", 150, "nested ifs, a lock inside"),
+    (
+        "ifelse-locks",
+        100,
+        "else-if branches on one line, a lock in each",
+    ),
+    ("nested-if", 100, "nested ifs, a lock inside"),
     ("acquisitions", 500, "acquisitions in one function"),
     ("directives", 2000, "annotated functions in one file"),
     ("classify", 5000, "[[classify]] entries"),

@@ -1136,13 +1136,38 @@ fn make_finding(
         message: v.message,
         help: v.help,
         fingerprint: String::new(),
-        line_text: crate::report::normalize_line(src.line(line)),
+        line_text: crate::report::normalize_line(line_prefix(src.line(line))),
         context: v.context,
         suppressed: false,
         suppression_reason: None,
         utf16: (
-            src.utf16_column(line, column),
-            src.utf16_column(end_line, end_column),
+            utf16_column(src, line, column),
+            utf16_column(src, end_line, end_column),
         ),
+    }
+}
+
+/// How much of a finding's line it keeps (for its fingerprint). Each finding keeps a copy: on a
+/// generated file of one huge line, whole copies made memory the square of the line.
+const LINE_TEXT_MAX: usize = 4096;
+
+fn line_prefix(line: &str) -> &str {
+    if line.len() <= LINE_TEXT_MAX {
+        return line;
+    }
+    let mut end = LINE_TEXT_MAX;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    &line[..end]
+}
+
+/// The UTF-16 column; on an ASCII line it is the column, without counting up to it.
+fn utf16_column(src: &SourceFile, line: usize, column: usize) -> usize {
+    let text = src.line(line);
+    if text.is_ascii() {
+        column.max(1).min(text.len() + 1)
+    } else {
+        src.utf16_column(line, column)
     }
 }
