@@ -186,7 +186,11 @@ fn parse_comment(file: &SourceFile, c: &Comment, rule_exists: RuleExists<'_>) ->
         body = &body[..cut];
     }
     let start_off = c.body_start + lead;
-    let (line, column) = crate::diag::line_col(&file.text, start_off);
+    // The directive is on the comment's first line: its column is counted from that line's
+    // start, not from the start of the file (which made many directives cost the square).
+    let line = c.start_line;
+    let line_start = file.text[..start_off].rfind('\n').map_or(0, |i| i + 1);
+    let column = file.text[line_start..start_off].chars().count() + 1;
     let end_col = column + PREFIX.chars().count() + body.trim_end().chars().count();
     let span = Span {
         line,

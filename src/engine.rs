@@ -23,8 +23,10 @@ use crate::settings::CheckSettings;
 use crate::sites::{self, FileCx, WrapperCandidate};
 use crate::source::{SourceFile, Span};
 
-/// Deeply nested code recurses deeply in syn; give workers room so that no input overflows a stack.
-const WORKER_STACK: usize = 64 * 1024 * 1024;
+/// Deeply nested code recurses deeply in syn and in our walks; files nesting past
+/// `lex::MAX_NESTING` are refused before parsing, and this holds several times that limit in the
+/// worst construct even in a debug build (the memory is reserved, and touched only as used).
+const WORKER_STACK: usize = 256 * 1024 * 1024;
 
 struct Job {
     file: Candidate,
@@ -406,6 +408,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
     let mut suppressed = 0;
     let mut fresh: HashMap<String, cache::CachedFile> = HashMap::new();
     for o in outputs {
+        errors.extend(o.error.clone());
         if cache.is_some() {
             fresh.insert(
                 o.display.clone(),
@@ -945,13 +948,15 @@ fn widen(
         );
     }
     // Read and scanned on the workers; only the texts that match are kept.
+    let routes = prefilter::Routes::new();
     let reread: Vec<(usize, Result<Option<String>, FileError>)> = pool.install(|| {
         candidates
             .into_par_iter()
             .map(|i| {
                 let (names, consts) = &terms[&*jobs[i].crate_root];
                 let wanted = with_text(&jobs[i], |t| {
-                    (names.any_in(t) || consts.any_in(t)).then(|| t.to_string())
+                    (names.any_in(t) || consts.any_in(t) || routes.in_file(&jobs[i].file.abs, t))
+                        .then(|| t.to_string())
                 });
                 (i, wanted)
             })
@@ -1146,6 +1151,15 @@ const BUFFER_KEEP: usize = 8 << 20;
 
 fn index_one(job: &Job, text: String, prefilter: bool) -> Result<(Indexed, FileIndex), FileError> {
     let module = module_path_for(&job.crate_root, &job.file.abs);
+    // Checked before parsing: a stack overflow in the parser or a walk aborts the whole run.
+    if let Some((offset, why)) = crate::lex::too_deep(&text) {
+        let (line, column) = line_col(&text, offset);
+        return Err(read_error(
+            job,
+            Some(line),
+            format!("{why}; the limit is passed at line {line}, column {column}"),
+        ));
+    }
     let result = match syn::parse_file(&text) {
         Ok(ast) => {
             let mut imports = Imports::new(module.clone());
@@ -1193,6 +1207,8 @@ struct FileOutput {
     sites: Vec<SiteRecord>,
     findings: Vec<Finding>,
     suppressed: usize,
+    /// Why the file could not be analysed after all.
+    error: Option<FileError>,
 }
 
 fn analyze_one(
@@ -1218,6 +1234,22 @@ fn analyze_one(
                 long_call: &long_call,
             };
             let facts = sites::analyze_file(&ast, &cx);
+            if facts.too_deep {
+                proc_macro2::extra::invalidate_current_thread_spans();
+                return FileOutput {
+                    wrappers: Vec::new(),
+                    display: src.display.clone(),
+                    text: None,
+                    sites: Vec::new(),
+                    findings: Vec::new(),
+                    suppressed: 0,
+                    error: Some(FileError {
+                        path: src.display.clone(),
+                        line: None,
+                        message: "nesting too deep to analyse (its syntax tree nests deeper than the analysis may recurse)".into(),
+                    }),
+                };
+            }
             let classified: Vec<Classified> = facts
                 .sites
                 .into_iter()
@@ -1344,6 +1376,7 @@ fn analyze_one(
         findings,
         suppressed,
         wrappers,
+        error: None,
     }
 }
 
@@ -1365,8 +1398,11 @@ fn suppression(
         if let DirectiveKind::Allow { rules, reason } = &d.kind
             && rules.iter().any(|r| r == rule)
         {
-            if let Some(i) = directives.all.iter().position(|x| std::ptr::eq(x, d)) {
-                used[i] = true;
+            // Its index, from its address in `all` (a search made findings × directives).
+            let at = (d as *const _ as usize).wrapping_sub(directives.all.as_ptr() as usize)
+                / std::mem::size_of::<crate::directives::Directive>().max(1);
+            if let Some(u) = used.get_mut(at) {
+                *u = true;
             }
             return Some(reason.clone());
         }
@@ -1397,13 +1433,38 @@ fn make_finding(
         message: v.message,
         help: v.help,
         fingerprint: String::new(),
-        line_text: crate::report::normalize_line(src.line(line)),
+        line_text: crate::report::normalize_line(line_prefix(src.line(line))),
         context: v.context,
         suppressed: false,
         suppression_reason: None,
         utf16: (
-            src.utf16_column(line, column),
-            src.utf16_column(end_line, end_column),
+            utf16_column(src, line, column),
+            utf16_column(src, end_line, end_column),
         ),
+    }
+}
+
+/// How much of a finding's line it keeps (for its fingerprint). Each finding keeps a copy: on a
+/// generated file of one huge line, whole copies made memory the square of the line.
+const LINE_TEXT_MAX: usize = 4096;
+
+fn line_prefix(line: &str) -> &str {
+    if line.len() <= LINE_TEXT_MAX {
+        return line;
+    }
+    let mut end = LINE_TEXT_MAX;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    &line[..end]
+}
+
+/// The UTF-16 column; on an ASCII line it is the column, without counting up to it.
+fn utf16_column(src: &SourceFile, line: usize, column: usize) -> usize {
+    let text = src.line(line);
+    if text.is_ascii() {
+        column.max(1).min(text.len() + 1)
+    } else {
+        src.utf16_column(line, column)
     }
 }

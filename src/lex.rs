@@ -239,6 +239,162 @@ fn skip_char_or_lifetime(b: &[u8], i: usize) -> usize {
     i + 1
 }
 
+/// The deepest [`nesting`] a file may have to be parsed and analysed. The worker stack
+/// (`engine::WORKER_STACK`) holds several times this in the worst construct measured (nested
+/// generic types: about 25 KB of stack per level in a debug build, 4 KB in a release build), and
+/// hand-written code stays far below it (a 700-link method chain, a 400-branch `else if`).
+pub const MAX_NESTING: usize = 3000;
+
+/// Why a file is refused before parsing: its nesting past [`MAX_NESTING`], at a byte offset.
+pub fn too_deep(text: &str) -> Option<(usize, String)> {
+    let n = nesting_until(text, MAX_NESTING);
+    (n.depth > MAX_NESTING).then(|| {
+        (
+            n.offset,
+            format!(
+                "nesting too deep to analyse (more than {MAX_NESTING} levels of brackets, operators or chained calls)"
+            ),
+        )
+    })
+}
+
+/// How deeply a text nests, as counted by [`nesting`], and where it is deepest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Nesting {
+    pub depth: usize,
+    /// Byte offset of the token where the depth is reached.
+    pub offset: usize,
+}
+
+/// An upper bound of how deeply the syntax tree of `text` nests, from its tokens alone, in one
+/// linear pass: the parser and every walk of the tree recurse once per level, so a file past a
+/// limit is refused before it is parsed (a stack overflow aborts the whole process).
+///
+/// Brackets nest; within one bracket pair every token of a statement or list element counts as a
+/// level too, because operators, method chains (`.arg(x)` 100,000 times), casts, generic
+/// arguments (`Option<Option<…>>`, which no bracket encloses), closures without braces and
+/// `else if` chains nest the tree without any bracket. A statement ends at `;`, an element at a
+/// `,` outside `<…>`, a block-like item or statement at its `}` when a word other than `else`
+/// follows.
+pub fn nesting(text: &str) -> Nesting {
+    nesting_until(text, usize::MAX)
+}
+
+/// [`nesting`], stopping where the depth first passes `limit`.
+fn nesting_until(text: &str, limit: usize) -> Nesting {
+    let b = text.as_bytes();
+    let mut stack = vec![Level {
+        base: 0,
+        count: 0,
+        angles: 0,
+    }];
+    let mut best = Nesting::default();
+    let mut after_brace = false;
+    let regions = regions(text);
+    let mut next_region = regions.iter().peekable();
+    let mut i = 0;
+    while i < b.len() && best.depth <= limit {
+        if let Some(r) = next_region.peek()
+            && r.range.start <= i
+        {
+            i = r.range.end.max(i + 1);
+            if next_region
+                .next()
+                .is_some_and(|r| matches!(r.kind, Kind::Comment(_)))
+            {
+                continue;
+            }
+            // A literal is one token.
+            token(&mut stack, &mut best, &mut after_brace, false, i);
+            continue;
+        }
+        let c = b[i];
+        let start = i;
+        if c.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        if c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80 {
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80) {
+                i += 1;
+            }
+            // After a block, a new word starts the next item or statement; `else` and `as`
+            // continue the expression, and so does an operator (`{ a } + { b }`).
+            let starts_next = !matches!(&b[start..i], b"else" | b"as");
+            token(&mut stack, &mut best, &mut after_brace, starts_next, start);
+            continue;
+        }
+        i += 1;
+        match c {
+            b'(' | b'[' | b'{' => {
+                token(&mut stack, &mut best, &mut after_brace, false, start);
+                let top = stack.last().map_or(0, |l| l.base + l.count);
+                stack.push(Level {
+                    base: top,
+                    count: 0,
+                    angles: 0,
+                });
+            }
+            b')' | b']' | b'}' => {
+                if stack.len() > 1 {
+                    stack.pop();
+                }
+                after_brace = c == b'}';
+            }
+            _ => {
+                token(&mut stack, &mut best, &mut after_brace, false, start);
+                let prev = start.checked_sub(1).map(|p| b[p]);
+                let next = b.get(i).copied();
+                if let Some(top) = stack.last_mut() {
+                    match c {
+                        b';' => {
+                            top.count = 0;
+                            top.angles = 0;
+                        }
+                        b',' if top.angles == 0 => top.count = 0,
+                        b'<' if next != Some(b'=') => top.angles += 1,
+                        b'>' if !matches!(prev, Some(b'-' | b'=')) && next != Some(b'=') => {
+                            top.angles = top.angles.saturating_sub(1)
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    best
+}
+
+/// One bracket level of [`nesting`].
+struct Level {
+    /// Depth of the bracket that opened this level.
+    base: usize,
+    /// Tokens of the current statement or element at this level.
+    count: usize,
+    /// Unclosed `<` at this level: a `,` inside them is not between siblings.
+    angles: usize,
+}
+
+/// One token at the current level of [`nesting`].
+fn token(
+    stack: &mut [Level],
+    best: &mut Nesting,
+    after_brace: &mut bool,
+    starts_next: bool,
+    offset: usize,
+) {
+    let Some(top) = stack.last_mut() else { return };
+    if std::mem::take(after_brace) && starts_next {
+        top.count = 0;
+        top.angles = 0;
+    }
+    top.count += 1;
+    let depth = top.base + top.count;
+    if depth > best.depth {
+        *best = Nesting { depth, offset };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

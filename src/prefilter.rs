@@ -197,7 +197,7 @@ pub fn interesting_names<'a>(
                     names.insert(last(path));
                 }
             }
-            for (path, t) in &f.aliases {
+            for (path, _, t) in &f.aliases {
                 if hits(t, &names) {
                     names.insert(last(path));
                 }
@@ -223,7 +223,10 @@ pub fn interesting_names<'a>(
     }
 }
 
-/// `SCREAMING_CASE` identifiers in a text's code: the constants it may read.
+/// `SCREAMING_CASE` identifiers in a text's code: the constants it may read; and `CamelCase`
+/// ones written with generic arguments (`Result<Lease>`): the generic aliases it may use, whose
+/// definitions (`type Result<T> = std::result::Result<T, Error>;`) decide what the arguments
+/// become, wherever in the crate they are.
 pub fn constant_like(text: &str) -> HashSet<String> {
     let b = text.as_bytes();
     let mut out = HashSet::new();
@@ -236,10 +239,11 @@ pub fn constant_like(text: &str) -> HashSet<String> {
                     i += 1;
                 }
                 let w = &text[s..i];
-                if w.len() > 1
+                let constant = w.len() > 1
                     && w.bytes()
-                        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_')
-                {
+                        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_');
+                let generic = b.get(i) == Some(&b'<') && w.bytes().any(|c| c.is_ascii_lowercase());
+                if constant || generic {
                     out.insert(w.to_string());
                 }
             } else {
@@ -250,13 +254,48 @@ pub fn constant_like(text: &str) -> HashSet<String> {
     out
 }
 
-/// Patterns that find the definitions of these constants: `const NAME`, `static NAME`.
+/// Patterns that find the definitions of these constants and aliases: `const NAME`,
+/// `static NAME`, `type Name`.
 pub fn constant_definitions(names: &HashSet<String>) -> Words {
-    Words::for_few_texts(
-        names
-            .iter()
-            .flat_map(|n| [format!("const {n}"), format!("static {n}")]),
-    )
+    Words::for_few_texts(names.iter().flat_map(|n| {
+        [
+            format!("const {n}"),
+            format!("static {n}"),
+            format!("type {n}"),
+        ]
+    }))
+}
+
+/// Does this file route names of its crate elsewhere: `pub use keys::*;`, `pub use keys::X;` (and
+/// `pub(crate)` forms), or, in a module root, a glob import its child modules see? Such a file
+/// names no lock word, yet decides where a path used by a file that does leads (the constant
+/// `locks::IMPORT_TTL` is `locks::keys::IMPORT_TTL`), so the closure brings it in.
+pub struct Routes {
+    anywhere: Words,
+    module_root: Words,
+}
+
+impl Routes {
+    pub fn new() -> Routes {
+        let words = |ws: &[&str]| Words::for_few_texts(ws.iter().map(|w| w.to_string()));
+        Routes {
+            anywhere: words(&["pub use", "pub(crate) use", "pub(super) use", "pub(in"]),
+            module_root: words(&["::*", "::{"]),
+        }
+    }
+
+    pub fn in_file(&self, path: &std::path::Path, text: &str) -> bool {
+        let root = path
+            .file_name()
+            .is_some_and(|n| n == "mod.rs" || n == "lib.rs" || n == "main.rs");
+        self.anywhere.any_in(text) || root && self.module_root.any_in(text)
+    }
+}
+
+impl Default for Routes {
+    fn default() -> Self {
+        Routes::new()
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,9 @@ use crate::cli::{CheckArgs, Color, FailOn, Format};
 use crate::diag::ToolError;
 use crate::lints::{self, Level};
 
+/// The most worker threads a run may start.
+pub const MAX_THREADS: usize = 256;
+
 #[derive(Debug, Clone)]
 pub struct CheckSettings {
     pub paths: Vec<PathBuf>,
@@ -77,8 +80,14 @@ impl CheckSettings {
         let ignore = rule_ids(&a.ignore, "--ignore")?;
         let threads = match a.threads {
             Some(0) => return Err(ToolError::Usage("--threads must be at least 1".into())),
+            // Each worker reserves a deep stack; far more workers than cores only costs memory.
+            Some(n) if n > MAX_THREADS => {
+                return Err(ToolError::Usage(format!(
+                    "--threads {n} is more than the {MAX_THREADS} lockaudit can use"
+                )));
+            }
             Some(n) => n,
-            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            None => std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS)),
         };
         let color = match a.color {
             Color::Always => true,

@@ -217,3 +217,172 @@ fn cached_findings_in_files_the_closure_brought_in_keep_their_source() {
     assert_eq!(first, cold);
     assert_eq!(warm, cold);
 }
+
+/// A small deterministic generator (SplitMix64): the crates below are the same on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[(self.next() % xs.len() as u64) as usize]
+    }
+
+    fn flip(&mut self) -> bool {
+        self.next() & 1 == 1
+    }
+}
+
+/// One crate from the pieces that decide what a site means across files: a constant in another
+/// module (reached by its path, a `pub use keys::*`, a `pub use keys::TTL`, or a `use` of the
+/// module), the crate's own `Result<T>` alias, a re-exported lock type, a wrapper in a module of
+/// its own, and files that name no lock word at all. Where each piece lives is random.
+fn piece_crate(root: &Path, seed: u64) {
+    let mut r = Rng(seed);
+    let write = |rel: &str, text: String| {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    };
+    write(
+        "Cargo.toml",
+        format!("[package]\nname = \"piece{seed}\"\nversion = \"0.0.0\"\nedition = \"2024\"\n"),
+    );
+    let secs = *r.pick(&[5u64, 30, 900, 7200]);
+    let ttl_def = format!(
+        "use std::time::Duration;\n\npub const TTL: Duration = Duration::from_secs({secs});\n"
+    );
+    // Where the constant lives and how it is named from the jobs.
+    let (ttl_path, locks_mod) = match r.next() % 4 {
+        0 => ("crate::locks::TTL", "mod keys;\npub use keys::*;\n"),
+        1 => ("crate::locks::TTL", "mod keys;\npub use keys::TTL;\n"),
+        2 => ("crate::locks::keys::TTL", "pub mod keys;\n"),
+        _ => ("locks::TTL", "mod keys;\npub use self::keys::*;\n"),
+    };
+    let alias = r.flip();
+    let prelude = r.flip();
+    let wrapper = r.flip();
+    let wrapper_in_locks = r.flip();
+    let mut lib = String::from("pub mod error;\npub mod jobs;\npub mod locks;\n");
+    if prelude {
+        lib.push_str("pub mod prelude;\n");
+        write(
+            "src/prelude.rs",
+            "pub use rslock::LockManager as Manager;\n".into(),
+        );
+    }
+    if wrapper && !wrapper_in_locks {
+        lib.push_str("pub mod guard;\n");
+    }
+    // A plain module with no lock word, somewhere in the crate.
+    lib.push_str("pub mod util;\n");
+    write(
+        "src/util.rs",
+        "pub fn retries() -> u32 {\n    3\n}\n".into(),
+    );
+    write("src/lib.rs", lib);
+    let mut locks = locks_mod.to_string();
+    if wrapper && wrapper_in_locks {
+        locks.push_str("pub mod guard;\n");
+    }
+    write("src/locks/mod.rs", locks);
+    write("src/locks/keys.rs", ttl_def);
+    let result = if alias {
+        "crate::error::Result"
+    } else {
+        "std::result::Result"
+    };
+    let err = if alias { "" } else { ", rslock::LockError" };
+    let mut error = String::from(
+        "#[derive(Debug)]\npub enum Error {\n    Lock(rslock::LockError),\n}\n\nimpl From<rslock::LockError> for Error {\n    fn from(e: rslock::LockError) -> Self {\n        Error::Lock(e)\n    }\n}\n",
+    );
+    if alias {
+        error.push_str("\npub type Result<T> = std::result::Result<T, Error>;\n");
+    }
+    write("src/error.rs", error);
+    let manager = if prelude {
+        "crate::prelude::Manager"
+    } else {
+        "rslock::LockManager"
+    };
+    let guard_mod = if wrapper_in_locks {
+        "crate::locks::guard"
+    } else {
+        "crate::guard"
+    };
+    if wrapper {
+        let file = if wrapper_in_locks {
+            "src/locks/guard.rs"
+        } else {
+            "src/guard.rs"
+        };
+        let uses = if ttl_path.starts_with("locks::") {
+            "use crate::locks;\n"
+        } else {
+            ""
+        };
+        write(
+            file,
+            format!(
+                "{uses}\npub async fn acquire(m: &{manager}, key: &str) -> {result}<rslock::Lock{err}> {{\n    Ok(m.lock(key.as_bytes(), {ttl_path}).await?)\n}}\n"
+            ),
+        );
+    }
+    let purpose = r.pick(&["efficiency", "correctness"]);
+    let uses = if ttl_path.starts_with("locks::") {
+        "use crate::locks;\n"
+    } else {
+        ""
+    };
+    let take = if wrapper {
+        format!("{guard_mod}::acquire(m, \"job\").await?")
+    } else {
+        format!("m.lock(b\"job\", {ttl_path}).await?")
+    };
+    write(
+        "src/jobs.rs",
+        format!(
+            "{uses}\n// lockaudit: {purpose}\npub async fn run(m: &{manager}) -> {result}<(){err}> {{\n    let lock = {take};\n    step();\n    m.unlock(&lock).await;\n    Ok(())\n}}\n\nfn step() {{}}\n"
+        ),
+    );
+}
+
+#[test]
+fn generated_crates_give_the_same_answer_with_and_without_shortcuts() {
+    let corpus = tempfile::tempdir().expect("tempdir");
+    for seed in 0..32 {
+        piece_crate(&corpus.path().join(format!("crate{seed}")), seed);
+    }
+    let p = [corpus.path().to_path_buf()];
+    let (fast, _) = results(&p, true, None);
+    let (full, _) = results(&p, false, None);
+    assert_eq!(fast, full, "the prefilter changes no site or finding");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let (first, _) = results(&p, true, Some(cache.path()));
+    let (warm, stats) = results(&p, true, Some(cache.path()));
+    assert_eq!(first, full);
+    assert_eq!(warm, full, "the cache serves what a cold run finds");
+    assert_eq!(stats.cached_crates, 32);
+    // The pieces are really combined: every crate has its site, TTLs are followed to the
+    // constant in whichever module holds it, and no alias turns into a false finding.
+    let sites = full.lines().next().expect("sites");
+    let report: serde_json::Value = serde_json::from_str(sites).expect("json");
+    let sites = report.as_array().expect("sites array");
+    for seed in 0..32 {
+        let dir = format!("crate{seed}/");
+        assert!(
+            sites
+                .iter()
+                .any(|s| s["path"].as_str().is_some_and(|p| p.contains(&dir))
+                    && s["ttl_ms"].is_u64()),
+            "crate{seed}: a site with its TTL known"
+        );
+    }
+    assert!(full.contains("long-deadline"));
+}

@@ -149,10 +149,10 @@ impl Config {
         };
         let mut classify = Vec::new();
         for (i, c) in raw.classify.iter().enumerate() {
-            let at = nth_table_line(text, "[[classify]]", i);
+            // Found only for an error: for every entry, it cost the square of their number.
             let cerr = |message: String| ToolError::Config {
                 path: path.to_path_buf(),
-                line: at,
+                line: nth_table_line(text, "[[classify]]", i),
                 column: 1,
                 message,
             };

@@ -64,9 +64,11 @@ fn eval_depth(expr: &Expr, env: &dyn Lookup, depth: usize) -> Option<Value> {
         Expr::Paren(p) => ev(&p.expr),
         Expr::Group(g) => ev(&g.expr),
         Expr::Reference(r) => ev(&r.expr),
-        Expr::Cast(c) => match ev(&c.expr)? {
-            Value::Float(f) if is_int_type(&c.ty) => Some(Value::Int(f as i128)),
-            v => Some(v),
+        Expr::Cast(c) => match (ev(&c.expr)?, int_type(&c.ty)) {
+            // As Rust casts: floats saturate, integers wrap to the target's width.
+            (Value::Float(f), Some(t)) => Some(Value::Int(wrap_int(f as i128, t))),
+            (Value::Int(i), Some(t)) => Some(Value::Int(wrap_int(i, t))),
+            (v, _) => Some(v),
         },
         Expr::Unary(u) => match (&u.op, ev(&u.expr)?) {
             (syn::UnOp::Neg(_), Value::Int(i)) => Some(Value::Int(-i)),
@@ -87,6 +89,7 @@ fn eval_depth(expr: &Expr, env: &dyn Lookup, depth: usize) -> Option<Value> {
                 }
             }
             env.constant(&p.path)
+                .or_else(|| builtin_constant(&env.resolve_fn(&p.path)))
         }
         Expr::Call(c) => {
             let Expr::Path(f) = &*c.func else { return None };
@@ -129,7 +132,7 @@ fn eval_depth(expr: &Expr, env: &dyn Lookup, depth: usize) -> Option<Value> {
                 }
                 (
                     "into" | "clone" | "to_owned" | "to_string" | "try_into" | "unwrap" | "expect"
-                    | "as_str",
+                    | "as_str" | "as_bytes",
                     Some(v),
                 ) => Some(v),
                 ("saturating_mul" | "checked_mul" | "wrapping_mul", Some(v)) => binary(
@@ -258,11 +261,76 @@ fn binary(op: &syn::BinOp, l: Value, r: Value) -> Option<Value> {
     }
 }
 
-fn is_int_type(ty: &syn::Type) -> bool {
-    matches!(ty, syn::Type::Path(p) if p.path.get_ident().is_some_and(|i| {
-        let s = i.to_string();
-        s.starts_with('u') || s.starts_with('i')
-    }))
+/// The primitive integer type an `as` cast names: (bits, signed).
+fn int_type(ty: &syn::Type) -> Option<(u32, bool)> {
+    let syn::Type::Path(p) = ty else { return None };
+    int_type_named(&p.path.get_ident()?.to_string())
+}
+
+fn int_type_named(name: &str) -> Option<(u32, bool)> {
+    let signed = name.starts_with('i');
+    if !signed && !name.starts_with('u') {
+        return None;
+    }
+    let bits = match &name[1..] {
+        "8" => 8,
+        "16" => 16,
+        "32" => 32,
+        "64" | "size" => 64,
+        "128" => 128,
+        _ => return None,
+    };
+    Some((bits, signed))
+}
+
+/// `v` as an integer of this width: wrapped as `as` does (`-5i64 as u64` is 2^64 - 5).
+fn wrap_int(v: i128, (bits, signed): (u32, bool)) -> i128 {
+    if bits >= 128 {
+        // u128 values past i128::MAX are beyond what a TTL can mean; keep them as large.
+        return if signed { v } else { v.max(0) };
+    }
+    let modulus = 1i128 << bits;
+    let low = v.rem_euclid(modulus);
+    if signed && low >= modulus / 2 {
+        low - modulus
+    } else {
+        low
+    }
+}
+
+/// The standard library's constants a TTL is written with: `u64::MAX`, `Duration::MAX`.
+fn builtin_constant(path: &str) -> Option<Value> {
+    let (ty, name) = path.rsplit_once("::")?;
+    let ty_last = ty.rsplit("::").next().unwrap_or(ty);
+    if is_duration_type(path) {
+        return match name {
+            // u64::MAX seconds and 999,999,999 nanoseconds.
+            "MAX" => Some(Value::Duration(u64::MAX as f64 * 1000.0 + 999.999_999)),
+            "ZERO" => Some(Value::Duration(0.0)),
+            "SECOND" => Some(Value::Duration(1000.0)),
+            "MILLISECOND" => Some(Value::Duration(1.0)),
+            _ => None,
+        };
+    }
+    match (ty_last, name) {
+        ("f64", "MAX") => return Some(Value::Float(f64::MAX)),
+        ("f32", "MAX") => return Some(Value::Float(f32::MAX as f64)),
+        _ => {}
+    }
+    let (bits, signed) = int_type_named(ty_last)?;
+    let max = if bits >= 128 {
+        i128::MAX
+    } else if signed {
+        (1i128 << (bits - 1)) - 1
+    } else {
+        (1i128 << bits) - 1
+    };
+    match name {
+        "MAX" => Some(Value::Int(max)),
+        "MIN" if signed => Some(Value::Int(-max - 1)),
+        "MIN" => Some(Value::Int(0)),
+        _ => None,
+    }
 }
 
 /// `Duration::from_secs`, `std::time::Duration::from_millis`, `chrono::Duration::seconds`,
@@ -332,6 +400,23 @@ mod tests {
             Some(Value::Duration(5000.0))
         );
         assert_eq!(ev("unknown(3)"), None);
+    }
+
+    #[test]
+    fn limits_and_wrapping_casts() {
+        let max = u64::MAX as f64;
+        assert_eq!(ev("u64::MAX"), Some(Value::Int(u64::MAX as i128)));
+        assert_eq!(ev("i32::MIN"), Some(Value::Int(i32::MIN as i128)));
+        assert_eq!(
+            ev("Duration::from_secs(u64::MAX)"),
+            Some(Value::Duration(max * 1000.0))
+        );
+        assert_eq!(ev("-5i64 as u64"), Some(Value::Int((u64::MAX - 4) as i128)));
+        assert_eq!(ev("65_546u32 as u16"), Some(Value::Int(10)));
+        assert_eq!(ev("-1i64 as i8"), Some(Value::Int(-1)));
+        assert_eq!(ev("300 as i8"), Some(Value::Int(44)));
+        assert!(matches!(ev("std::time::Duration::MAX"), Some(Value::Duration(ms)) if ms > max));
+        assert_eq!(ev("10 / 0"), None);
     }
 
     #[test]

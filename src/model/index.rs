@@ -15,7 +15,8 @@ use super::ty::Ty;
 #[derive(Debug, Default, Clone)]
 pub struct FileIndex {
     pub structs: Vec<(String, Vec<(String, Ty)>)>,
-    pub aliases: Vec<(String, Ty)>,
+    /// Alias path -> its generic type parameters and what it stands for.
+    pub aliases: Vec<(String, Vec<String>, Ty)>,
     /// Function or method path -> declared return type.
     pub fns: Vec<(String, Ty)>,
     /// Constant or static path -> (initialiser source, defining module).
@@ -74,7 +75,7 @@ fn generic_bounds(
 }
 
 /// Replaces generic parameters by their bounds, at any depth.
-pub fn substitute(t: Ty, bounds: &HashMap<String, Ty>) -> Ty {
+pub fn substitute_bounds(t: Ty, bounds: &HashMap<String, Ty>) -> Ty {
     if bounds.is_empty() {
         return t;
     }
@@ -86,7 +87,7 @@ pub fn substitute(t: Ty, bounds: &HashMap<String, Ty>) -> Ty {
     }
     Ty {
         path: t.path,
-        args: t.args.into_iter().map(|a| substitute(a, bounds)).collect(),
+        args: t.args.into_iter().map(|a| substitute_bounds(a, bounds)).collect(),
     }
 }
 
@@ -138,14 +139,20 @@ impl FileIndex {
                         .enumerate()
                         .filter_map(|(i, f)| {
                             let name = f.ident.as_ref().map_or(i.to_string(), |id| id.to_string());
-                            ty_of(&f.ty, imports, None).map(|t| (name, substitute(t, &bounds)))
+                            ty_of(&f.ty, imports, None).map(|t| (name, substitute_bounds(t, &bounds)))
                         })
                         .collect();
                     self.structs.push((path, fields));
                 }
                 syn::Item::Type(t) => {
                     if let Some(ty) = ty_of(&t.ty, imports, None) {
-                        self.aliases.push((format!("{module}::{}", t.ident), ty));
+                        let params = t
+                            .generics
+                            .type_params()
+                            .map(|p| p.ident.to_string())
+                            .collect();
+                        self.aliases
+                            .push((format!("{module}::{}", t.ident), params, ty));
                     }
                 }
                 syn::Item::Fn(f) => {
@@ -290,12 +297,37 @@ pub fn ty_with(
     }
 }
 
+/// How deeply types are followed into their generic arguments.
+const MAX_TYPE_DEPTH: usize = 32;
+
+/// `target` with each of `params` replaced by the argument in its place.
+fn substitute(target: &Ty, params: &[String], args: &[Ty], depth: usize) -> Ty {
+    if target.args.is_empty()
+        && let Some(i) = params.iter().position(|p| *p == target.path)
+        && let Some(arg) = args.get(i)
+    {
+        return arg.clone();
+    }
+    Ty {
+        path: target.path.clone(),
+        args: if depth > MAX_TYPE_DEPTH {
+            Vec::new()
+        } else {
+            target
+                .args
+                .iter()
+                .map(|a| substitute(a, params, args, depth + 1))
+                .collect()
+        },
+    }
+}
+
 /// One crate's merged index.
 #[derive(Debug, Default)]
 pub struct CrateIndex {
     pub root: PathBuf,
     structs: HashMap<String, HashMap<String, Ty>>,
-    aliases: HashMap<String, Ty>,
+    aliases: HashMap<String, (Vec<String>, Ty)>,
     fns: HashMap<String, Ty>,
     consts: HashMap<String, (String, String)>,
     /// Simple name -> canonical paths, for names a file uses without importing (same-module items
@@ -323,9 +355,9 @@ impl CrateIndex {
                 idx.add_simple(&path);
                 idx.structs.insert(path, fields.into_iter().collect());
             }
-            for (path, ty) in f.aliases {
+            for (path, params, ty) in f.aliases {
                 idx.add_simple(&path);
-                idx.aliases.insert(path, ty);
+                idx.aliases.insert(path, (params, ty));
             }
             for (path, ty) in f.fns {
                 idx.fns.insert(path, ty);
@@ -430,19 +462,35 @@ impl CrateIndex {
 
     /// Expands aliases and settles names that resolution left bare (`Locks` declared in a sibling
     /// file of the same crate) when exactly one item of the crate has that name.
+    /// An alias's generic parameters take the arguments it is written with
+    /// (`crate::Result<Lease>`, for `type Result<T> = std::result::Result<T, Error>`, is
+    /// `std::result::Result<Lease, crate::Error>`).
     pub fn normalize(&self, ty: &Ty) -> Ty {
+        self.normalize_depth(ty, 0)
+    }
+
+    fn normalize_depth(&self, ty: &Ty, depth: usize) -> Ty {
         let mut t = ty.clone();
+        // Bounded: aliases may refer to themselves (`type A = Vec<A>;`) in code that does not
+        // compile, and types may nest deeply.
+        if depth > MAX_TYPE_DEPTH {
+            return t;
+        }
         for _ in 0..8 {
             let path = self.through_reexports(self.settle(&t.path));
             match self.aliases.get(&path) {
-                Some(target) => t = target.clone(),
+                Some((params, target)) => t = substitute(target, params, &t.args, 0),
                 None => {
                     t.path = path;
                     break;
                 }
             }
         }
-        t.args = t.args.iter().map(|a| self.normalize(a)).collect();
+        t.args = t
+            .args
+            .iter()
+            .map(|a| self.normalize_depth(a, depth + 1))
+            .collect();
         t
     }
 

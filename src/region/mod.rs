@@ -8,7 +8,8 @@
 //! between the acquisition and the release. Closures and `async` blocks are not exits of the
 //! function; a `break` leaves the region only when it leaves a loop around the acquisition.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 use crate::packs::CallKind;
 use crate::sites::Failure;
@@ -73,12 +74,58 @@ pub enum MarkerKind {
     Callback,
 }
 
+/// Identifiers in the conditions around a point, innermost condition first. A shared list: a
+/// marker keeps the conditions around it in O(1), however deeply it is nested.
+#[derive(Debug, Clone, Default)]
+pub struct Guards(Option<Rc<GuardFrame>>);
+
+#[derive(Debug)]
+struct GuardFrame {
+    names: Vec<String>,
+    parent: Guards,
+}
+
+impl Guards {
+    /// These conditions with one more, inner, condition's identifiers.
+    pub fn push(&self, names: Vec<String>) -> Guards {
+        Guards(Some(Rc::new(GuardFrame {
+            names,
+            parent: self.clone(),
+        })))
+    }
+
+    /// Without the innermost condition.
+    pub fn pop(&self) -> Guards {
+        self.0
+            .as_ref()
+            .map_or_else(Guards::default, |f| f.parent.clone())
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &String> {
+        std::iter::successors(self.0.as_deref(), |f| f.parent.0.as_deref())
+            .flat_map(|f| f.names.iter())
+    }
+}
+
+impl Drop for GuardFrame {
+    // Unlinked one frame at a time: a long chain dropped recursively would need a deep stack.
+    fn drop(&mut self) {
+        let mut next = self.parent.0.take();
+        while let Some(rc) = next {
+            next = match Rc::try_unwrap(rc) {
+                Ok(mut frame) => frame.parent.0.take(),
+                Err(_) => None,
+            };
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Marker {
     pub kind: MarkerKind,
     pub span: Span,
     /// Identifiers in the conditions of the `if`/`match`/`let … else` around it.
-    pub guards: Vec<String>,
+    pub guards: Guards,
     pub in_closure: bool,
     /// The loop a `break`/`continue` leaves.
     pub target_loop: Option<Span>,
@@ -139,6 +186,116 @@ impl Holding {
     }
 }
 
+/// One function's events and markers, indexed once for all of its sites: by position, and by the
+/// names and keys they act on. A region then costs what lies in it, not the whole function (a
+/// function of N acquisitions cost N² before).
+pub struct Facts<'a> {
+    events: &'a [Event],
+    markers: &'a [Marker],
+    /// Indices in order of start position (stable: equal positions keep their order).
+    events_by_pos: Vec<usize>,
+    markers_by_pos: Vec<usize>,
+    /// Event indices by position, per identifier mentioned and per key.
+    by_mention: HashMap<&'a str, Vec<usize>>,
+    by_key: HashMap<&'a str, Vec<usize>>,
+    /// Release events by position.
+    releases: Vec<usize>,
+    /// Spans of releases, and of releases and renewals: a value handed to them is not moved.
+    release_spans: HashSet<Span>,
+    release_or_renew_spans: HashSet<Span>,
+    /// Per name: moves out of the region that count (not in a closure, not into a release), and
+    /// `drop(name)`, by position.
+    escapes: HashMap<&'a str, Vec<Pos>>,
+    drops: HashMap<&'a str, Vec<(Pos, Span)>>,
+    rebinds: HashMap<&'a str, Vec<Pos>>,
+}
+
+impl<'a> Facts<'a> {
+    pub fn new(events: &'a [Event], markers: &'a [Marker]) -> Facts<'a> {
+        let mut events_by_pos: Vec<usize> = (0..events.len()).collect();
+        events_by_pos.sort_by_key(|&i| start_of(events[i].span));
+        let mut markers_by_pos: Vec<usize> = (0..markers.len()).collect();
+        markers_by_pos.sort_by_key(|&i| start_of(markers[i].span));
+        let mut f = Facts {
+            events,
+            markers,
+            events_by_pos,
+            markers_by_pos,
+            by_mention: HashMap::new(),
+            by_key: HashMap::new(),
+            releases: Vec::new(),
+            release_spans: HashSet::new(),
+            release_or_renew_spans: HashSet::new(),
+            escapes: HashMap::new(),
+            drops: HashMap::new(),
+            rebinds: HashMap::new(),
+        };
+        for &i in &f.events_by_pos {
+            let e = &events[i];
+            for m in &e.mentions {
+                f.by_mention.entry(m.as_str()).or_default().push(i);
+            }
+            if let Some(k) = &e.key {
+                f.by_key.entry(k.as_str()).or_default().push(i);
+            }
+            if e.kind == CallKind::Release {
+                f.releases.push(i);
+                f.release_spans.insert(e.span);
+            }
+            if matches!(e.kind, CallKind::Release | CallKind::Renew) {
+                f.release_or_renew_spans.insert(e.span);
+            }
+        }
+        for &i in &f.markers_by_pos {
+            let m = &markers[i];
+            let p = start_of(m.span);
+            match &m.kind {
+                MarkerKind::Escape(n) if !m.in_closure && !f.release_spans.contains(&m.span) => {
+                    f.escapes.entry(n.as_str()).or_default().push(p)
+                }
+                MarkerKind::Drop(n) => f.drops.entry(n.as_str()).or_default().push((p, m.span)),
+                MarkerKind::Rebind(n) => f.rebinds.entry(n.as_str()).or_default().push(p),
+                _ => {}
+            }
+        }
+        f
+    }
+
+    /// Events acting on the holding's names or key, in order of position, each once.
+    fn acting_on(&self, h: &Holding) -> Vec<usize> {
+        let mut out: Vec<usize> = h
+            .names
+            .iter()
+            .filter_map(|n| self.by_mention.get(n.as_str()))
+            .chain(h.key.as_deref().and_then(|k| self.by_key.get(k)))
+            .flatten()
+            .copied()
+            .collect();
+        out.sort_by_key(|&i| (start_of(self.events[i].span), i));
+        out.dedup();
+        out
+    }
+
+    /// Markers with start in (from, to], in order of position.
+    fn markers_in(&self, from: Pos, to: Pos) -> impl Iterator<Item = (usize, &'a Marker)> + '_ {
+        let markers = self.markers;
+        let i = self
+            .markers_by_pos
+            .partition_point(|&k| start_of(markers[k].span) <= from);
+        self.markers_by_pos[i..]
+            .iter()
+            .map(move |&k| (k, &markers[k]))
+            .take_while(move |(_, m)| start_of(m.span) <= to)
+    }
+}
+
+/// The first position in (from, to] of a sorted list.
+fn first_in(list: Option<&Vec<Pos>>, from: Pos, to: Pos) -> Option<Pos> {
+    let list = list?;
+    let i = list.partition_point(|&p| p <= from);
+    list.get(i).copied().filter(|&p| p <= to)
+}
+
 /// Computes the region of one acquisition at `site` (its span) from the function's facts.
 pub fn compute(
     site: Span,
@@ -148,58 +305,65 @@ pub fn compute(
     site_pack: usize,
     sql: bool,
 ) -> Region {
+    compute_with(site, h, &Facts::new(events, markers), site_pack, sql)
+}
+
+/// [`compute`], on facts indexed once per function.
+pub fn compute_with(
+    site: Span,
+    h: &Holding,
+    facts: &Facts<'_>,
+    site_pack: usize,
+    sql: bool,
+) -> Region {
+    let events = facts.events;
+    let markers = facts.markers;
     let start = h.start.max(end_of(site));
     let mut end = h.scope_end.max(start);
     let within = |p: Pos, end: Pos| p > start && p <= end;
     // A rebinding of every name the lock has ends what can still act on it.
-    let rebound = markers
-        .iter()
-        .filter(|m| within(start_of(m.span), end))
-        .filter_map(|m| match &m.kind {
-            MarkerKind::Rebind(n) if h.names.contains(n) && h.names.len() == 1 => {
-                Some(start_of(m.span))
-            }
-            _ => None,
-        })
-        .min();
+    let rebound = match h.names.iter().next() {
+        Some(n) if h.names.len() == 1 => first_in(facts.rebinds.get(n.as_str()), start, end),
+        _ => None,
+    };
     let reach = rebound.unwrap_or(end);
-    let mut release: Option<Span> = None;
+    let acting_on = facts.acting_on(h);
+    let is_release = |e: &Event| {
+        e.kind == CallKind::Release && e.pack == site_pack && within(start_of(e.span), reach)
+    };
+    // The first release in the region that acts on the lock (by name, by key, or, for session
+    // advisory locks, any unlock of the pack).
+    let mut release: Option<Span> = if sql {
+        facts
+            .releases
+            .iter()
+            .map(|&i| &events[i])
+            .find(|e| is_release(e) && h.acts_on(e, sql))
+            .map(|e| e.span)
+    } else {
+        acting_on
+            .iter()
+            .map(|&i| &events[i])
+            .find(|e| is_release(e))
+            .map(|e| e.span)
+    };
     let mut escapes = h.escapes_at_site;
-    for e in events {
-        let p = start_of(e.span);
-        if e.kind == CallKind::Release
-            && within(p, reach)
-            && e.pack == site_pack
-            && h.acts_on(e, sql)
-            && release.is_none_or(|r| p < start_of(r))
-        {
-            release = Some(e.span);
-        }
-    }
     let mut moved: Option<Pos> = None;
-    for m in markers {
-        let p = start_of(m.span);
-        if !within(p, reach) {
-            continue;
+    for n in &h.names {
+        let n = n.as_str();
+        if let Some(list) = facts.drops.get(n) {
+            let i = list.partition_point(|&(p, _)| p <= start);
+            if let Some(&(p, span)) = list.get(i)
+                && p <= reach
+                && release.is_none_or(|r| p < start_of(r))
+            {
+                release = Some(span);
+            }
         }
-        match &m.kind {
-            MarkerKind::Drop(n)
-                if h.names.contains(n) && release.is_none_or(|r| p < start_of(r)) =>
-            {
-                release = Some(m.span)
-            }
-            // Handing the lock to its own release (`backend.release(lease)`) is not an escape.
-            MarkerKind::Escape(n)
-                if h.names.contains(n)
-                    && !m.in_closure
-                    && !events
-                        .iter()
-                        .any(|e| e.span == m.span && e.kind == CallKind::Release) =>
-            {
-                escapes = true;
-                moved = Some(moved.map_or(p, |q| q.min(p)));
-            }
-            _ => {}
+        // Handing the lock to its own release (`backend.release(lease)`) is not an escape.
+        if let Some(p) = first_in(facts.escapes.get(n), start, reach) {
+            escapes = true;
+            moved = Some(moved.map_or(p, |q| q.min(p)));
         }
     }
     // The region ends where the lock is released or handed on.
@@ -210,25 +374,50 @@ pub fn compute(
         end = end.min(p);
     }
     let guarded = |m: &Marker| m.guards.iter().any(|g| h.names.contains(g));
-    let leaks = markers
-        .iter()
-        .filter(|m| within(start_of(m.span), end) && !m.in_closure && !guarded(m))
-        .filter(|m| match (&m.kind, m.target_loop) {
+    let mut leaks: Vec<(usize, Span)> = Vec::new();
+    // The first loop, sleep or long call, in the order the walk met them.
+    let mut long_work: Option<(usize, Span, String)> = None;
+    for (k, m) in facts.markers_in(start, end) {
+        if m.in_closure {
+            continue;
+        }
+        let leak = match (&m.kind, m.target_loop) {
             (MarkerKind::Exit("break" | "continue"), Some(l)) => h.loops.contains(&l),
             (MarkerKind::Exit(_), _) => true,
             _ => false,
-        })
-        .map(|m| m.span)
-        .collect();
+        };
+        if leak && !guarded(m) {
+            leaks.push((k, m.span));
+        }
+        let work = match &m.kind {
+            MarkerKind::Loop => Some("a loop".to_string()),
+            MarkerKind::Sleep => Some("a sleep".to_string()),
+            MarkerKind::LongCall(name) => Some(format!("a call to `{name}`")),
+            _ => None,
+        };
+        // A pause before the next attempt of a loop that takes the lock each round is not
+        // work done while holding it.
+        if let Some(what) = work
+            && (release.is_some() || !waits_for_next_attempt(m, h))
+            && long_work.as_ref().is_none_or(|(first, ..)| k < *first)
+        {
+            long_work = Some((k, m.span, what));
+        }
+    }
+    leaks.sort_by_key(|(k, _)| *k);
+    let leaks = leaks.into_iter().map(|(_, s)| s).collect();
+    let long_work = long_work.map(|(_, span, what)| (span, what));
+    let bound = end.max(reach);
     let acting = |k: &'static [CallKind]| {
-        events.iter().filter(move |e| {
-            k.contains(&e.kind) && within(start_of(e.span), end.max(reach)) && h.acts_on(e, false)
+        acting_on.iter().map(|&i| &events[i]).filter(move |e| {
+            k.contains(&e.kind) && within(start_of(e.span), bound) && h.acts_on(e, false)
         })
     };
     // A keep-alive of the lock's lease renews it wherever it is set up (often before the lock).
-    let lease_kept = events.iter().any(|e| {
-        e.kind == CallKind::KeepAlive && h.lease_names.iter().any(|n| e.mentions.contains(n))
-    });
+    let lease_kept = !h.lease_names.is_empty()
+        && events.iter().any(|e| {
+            e.kind == CallKind::KeepAlive && h.lease_names.iter().any(|n| e.mentions.contains(n))
+        });
     let renewed = h.auto_renew
         || lease_kept
         || acting(&[CallKind::Renew, CallKind::KeepAlive])
@@ -242,23 +431,10 @@ pub fn compute(
                 markers.iter().any(|m| {
                     start_of(m.span) > start_of(t.span)
                         && matches!(&m.kind, MarkerKind::CallArgs(args) if args.contains(v))
-                        && !events.iter().any(|e| {
-                            matches!(e.kind, CallKind::Release | CallKind::Renew)
-                                && e.span == m.span
-                        })
+                        && !facts.release_or_renew_spans.contains(&m.span)
                 })
             })
     });
-    let long_work = markers
-        .iter()
-        .filter(|m| within(start_of(m.span), end) && !m.in_closure)
-        .filter(|m| release.is_some() || !waits_for_next_attempt(m, h))
-        .find_map(|m| match &m.kind {
-            MarkerKind::Loop => Some((m.span, "a loop".to_string())),
-            MarkerKind::Sleep => Some((m.span, "a sleep".to_string())),
-            MarkerKind::LongCall(name) => Some((m.span, format!("a call to `{name}`"))),
-            _ => None,
-        });
     let by_name = h.handle && !h.names.is_empty();
     Region {
         start,

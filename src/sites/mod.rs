@@ -5,6 +5,7 @@
 mod failure;
 mod matchers;
 mod pipeline;
+mod span;
 mod summary;
 mod ttl;
 mod walk;
@@ -199,6 +200,10 @@ pub struct FileFacts {
     /// String-like struct field initialisers of this file, by (struct name, field): SQL built in a
     /// constructor and run later through `self.field`.
     pub(crate) field_inits: summary::FieldInits,
+    /// The walk went deeper than it may (see `walk::MAX_WALK_DEPTH`): the facts are incomplete.
+    pub too_deep: bool,
+    /// How deep the walk is now.
+    pub(crate) depth: usize,
 }
 
 /// Everything the site finder needs about one file.

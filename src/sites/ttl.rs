@@ -79,16 +79,25 @@ fn value_ttl(w: &Walker<'_, '_>, e: &Expr, unit: TtlUnit, required: bool) -> Ttl
             reason: "the TTL is `None`".into(),
         },
         Some(Value::None) => Ttl::Implicit,
-        Some(Value::Duration(ms)) => Ttl::Known { ms, span },
+        Some(Value::Duration(ms)) => known(ms, span),
         Some(v) => match (v.as_f64(), unit) {
-            (Some(n), TtlUnit::Ms) => Ttl::Known { ms: n, span },
-            (Some(n), TtlUnit::S) => Ttl::Known {
-                ms: n * 1000.0,
-                span,
-            },
+            (Some(n), TtlUnit::Ms) => known(n, span),
+            (Some(n), TtlUnit::S) => known(n * 1000.0, span),
             _ => Ttl::Unknown,
         },
         None => Ttl::Unknown,
+    }
+}
+
+/// A computed TTL. Past what a number can hold (`Duration::from_secs_f64(1e308)`) it is simply
+/// very long; below zero (`0 - 1`, which does not compile) it is no deadline we can judge.
+fn known(ms: f64, span: Span) -> Ttl {
+    if ms.is_nan() || ms < 0.0 {
+        return Ttl::Unknown;
+    }
+    Ttl::Known {
+        ms: ms.min(f64::MAX),
+        span,
     }
 }
 

@@ -201,7 +201,7 @@ fn analyze_fn<'a>(
         out,
         events: Vec::new(),
         markers: Vec::new(),
-        guards: Vec::new(),
+        guards: region::Guards::default(),
         closure_depth: 0,
         loops: Vec::new(),
         block_ends: Vec::new(),
@@ -327,8 +327,9 @@ pub(super) struct Walker<'a, 'c> {
     /// Non-acquisition lock calls and the flow markers of this function (see `region`).
     events: Vec<Event>,
     markers: Vec<Marker>,
-    /// Identifiers in the conditions around the current point.
-    guards: Vec<Vec<String>>,
+    /// Identifiers in the conditions around the current point (innermost first, shared with the
+    /// markers: an `else if` chain of N branches holds N conditions, not N² copies).
+    guards: region::Guards,
     closure_depth: usize,
     loops: Vec<Span>,
     block_ends: Vec<Pos>,
@@ -976,7 +977,7 @@ impl<'a, 'c> Walker<'a, 'c> {
         self.markers.push(Marker {
             kind,
             span,
-            guards: self.guards.iter().flatten().cloned().collect(),
+            guards: self.guards.clone(),
             in_closure: self.closure_depth > 0,
             target_loop,
         });
@@ -997,24 +998,24 @@ impl<'a, 'c> Walker<'a, 'c> {
         // What a wrapper that hands no lock back leaves its caller (see `summary`).
         let flow = (self.out.sites.len() > self.first_site || !self.events.is_empty())
             .then(|| FnFlow::of(self.sig, body));
+        // Indexed once: per site, a scan of the whole function made N acquisitions cost N².
+        let facts = region::Facts::new(&self.events, &self.markers);
+        let mut callbacks: Vec<Pos> = self
+            .markers
+            .iter()
+            .filter(|m| m.kind == MarkerKind::Callback)
+            .map(|m| region::start_of(m.span))
+            .collect();
+        callbacks.sort_unstable();
         for (idx, h) in std::mem::take(&mut self.holdings) {
             let site = &self.out.sites[idx];
-            let r = region::compute(
-                site.span,
-                &h,
-                &self.events,
-                &self.markers,
-                site.pack,
-                site.sql,
-            );
+            let r = region::compute_with(site.span, &h, &facts, site.pack, site.sql);
             // A wrapper: hands the lock back, or runs the caller's closure while holding it.
             let returned = self.returned_sites.contains(&idx)
                 || h.names.iter().any(|n| self.returned.contains(n));
-            let scoped = self.markers.iter().any(|m| {
-                m.kind == MarkerKind::Callback
-                    && region::start_of(m.span) > r.start
-                    && region::start_of(m.span) <= r.end
-            });
+            let scoped = callbacks
+                .get(callbacks.partition_point(|&p| p <= r.start))
+                .is_some_and(|&p| p <= r.end);
             self.out.sites[idx].region = r;
             if (returned || scoped)
                 && !self
@@ -1193,11 +1194,11 @@ impl Lookup for Walker<'_, '_> {
     }
 
     fn constant(&self, path: &syn::Path) -> Option<Value> {
-        let canon = self.resolve(path);
-        let (src, _module) = self.cx.index.constant(&canon)?;
-        let expr: Expr = syn::parse_str(src).ok()?;
-        // Constants refer to other constants; locals are out of scope there.
-        crate::model::eval::eval(&expr, &ConstEnv(self))
+        ConstEnv {
+            w: self,
+            visiting: std::cell::RefCell::new(Vec::new()),
+        }
+        .constant(path)
     }
 
     fn resolve_fn(&self, path: &syn::Path) -> String {
@@ -1216,35 +1217,76 @@ impl Lookup for Walker<'_, '_> {
         // Initialisers read the constructor's locals, which are out of scope here.
         inits.iter().find_map(|src| {
             let e: Expr = syn::parse_str(src).ok()?;
-            crate::model::eval::eval(&e, &ConstEnv(self))
+            let env = ConstEnv {
+                w: self,
+                visiting: std::cell::RefCell::new(Vec::new()),
+            };
+            crate::model::eval::eval(&e, &env)
         })
     }
 }
 
-/// Evaluation inside a constant's initialiser: no locals.
-struct ConstEnv<'w, 'a, 'c>(&'w Walker<'a, 'c>);
+/// How many constants one value may be computed through (`A = B * 2`, `B = C + 1`, …).
+const MAX_CONST_CHAIN: usize = 32;
+
+/// Evaluation inside a constant's initialiser: no locals. It remembers the constants being
+/// evaluated: one defined through itself (`const A: u64 = B; const B: u64 = A;`, which does not
+/// compile but is met while editing) is unknown, never an endless recursion.
+struct ConstEnv<'w, 'a, 'c> {
+    w: &'w Walker<'a, 'c>,
+    visiting: std::cell::RefCell<Vec<String>>,
+}
 
 impl Lookup for ConstEnv<'_, '_, '_> {
     fn local(&self, _: &str) -> Option<&Expr> {
         None
     }
     fn constant(&self, path: &syn::Path) -> Option<Value> {
-        self.0.constant(path)
+        let canon = self.w.resolve(path);
+        let (src, _module) = self.w.cx.index.constant(&canon)?;
+        {
+            let mut visiting = self.visiting.borrow_mut();
+            if visiting.len() >= MAX_CONST_CHAIN || visiting.contains(&canon) {
+                return None;
+            }
+            visiting.push(canon);
+        }
+        let value = syn::parse_str::<Expr>(src)
+            .ok()
+            .and_then(|expr| crate::model::eval::eval(&expr, self));
+        self.visiting.borrow_mut().pop();
+        value
     }
     fn resolve_fn(&self, path: &syn::Path) -> String {
-        self.0.resolve(path)
+        self.w.resolve(path)
     }
 }
 
 impl<'a> Visit<'a> for Walker<'a, '_> {
     fn visit_block(&mut self, b: &'a syn::Block) {
+        if !self.enter() {
+            return;
+        }
         self.scopes.push(HashMap::new());
         self.block_ends.push(region::end_of(Span::of_block(b)));
         let saved_line = self.stmt_line;
+        // A block's constants are in scope in all of it, and shadow the module's.
+        for stmt in &b.stmts {
+            if let Stmt::Item(syn::Item::Const(c)) = stmt {
+                let local = Local {
+                    ty: self.ty_of_type(&c.ty),
+                    init: Some(&*c.expr),
+                    args: Vec::new(),
+                };
+                if let Some(scope) = self.scopes.last_mut() {
+                    scope.insert(c.ident.to_string(), local);
+                }
+            }
+        }
         for (i, stmt) in b.stmts.iter().enumerate() {
             self.rest.push(&b.stmts[i + 1..]);
-            // Spanning a node re-tokenizes it: once per statement, not twice.
-            let span = Span::of(stmt);
+            // From its first and last tokens: spanning the node would re-tokenize it.
+            let span = super::span::of_stmt(stmt);
             self.stmt_line = span.line;
             self.stmt_end = region::end_of(span);
             match stmt {
@@ -1261,10 +1303,11 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                         self.visit_expr(&init.expr);
                         if let Some((_, els)) = &init.diverge {
                             // The `else` of `let … else` runs when the pattern did not match.
-                            self.guards
+                            self.guards = self
+                                .guards
                                 .push(idents_in(&init.expr).into_iter().collect());
                             self.visit_expr(els);
-                            self.guards.pop();
+                            self.guards = self.guards.pop();
                         }
                         ty = self.type_of(&init.expr);
                     } else if let Some(n) = single_name(&l.pat)
@@ -1347,9 +1390,13 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
         self.stmt_line = saved_line;
         self.block_ends.pop();
         self.scopes.pop();
+        self.out.depth -= 1;
     }
 
     fn visit_expr(&mut self, e: &'a Expr) {
+        if !self.enter() {
+            return;
+        }
         let u = self.take_use(e);
         let bound = match &u {
             Use::Bind {
@@ -1411,13 +1458,13 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                         self.visit_expr(cond);
                     }
                 }
-                self.guards.push(cond_names);
+                self.guards = self.guards.push(cond_names);
                 self.visit_block(&i.then_branch);
                 self.scopes.pop();
                 if let Some((_, els)) = &i.else_branch {
                     self.visit_expr(els);
                 }
-                self.guards.pop();
+                self.guards = self.guards.pop();
             }
             Expr::While(w) => {
                 self.marker(MarkerKind::Loop, Span::of(&w.while_token));
@@ -1444,7 +1491,7 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
             }
             Expr::ForLoop(f) => {
                 // The iterated expression runs before the loop: mark the body.
-                self.marker(MarkerKind::Loop, Span::of(&f.body));
+                self.marker(MarkerKind::Loop, Span::of_block(&f.body));
                 self.visit_expr(&f.expr);
                 self.scopes.push(HashMap::new());
                 self.bind(&f.pat, None, None);
@@ -1463,7 +1510,7 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                 );
                 self.visit_expr(&m.expr);
                 let ty = self.type_of(&m.expr);
-                self.guards.push(idents_in(&m.expr).into_iter().collect());
+                self.guards = self.guards.push(idents_in(&m.expr).into_iter().collect());
                 for arm in &m.arms {
                     self.scopes.push(HashMap::new());
                     self.bind(&arm.pat, None, ty.clone());
@@ -1474,7 +1521,7 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                     self.visit_expr(&arm.body);
                     self.scopes.pop();
                 }
-                self.guards.pop();
+                self.guards = self.guards.pop();
             }
             Expr::Closure(c) => {
                 self.closure_depth += 1;
@@ -1496,9 +1543,9 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
             Expr::Try(t) => {
                 self.visit_expr(&t.expr);
                 // `res?` leaves only when `res` failed: for that value it is the failure path.
-                self.guards.push(chain_root(&t.expr).into_iter().collect());
+                self.guards = self.guards.push(chain_root(&t.expr).into_iter().collect());
                 self.marker(MarkerKind::Exit("?"), Span::of(&t.question_token));
-                self.guards.pop();
+                self.guards = self.guards.pop();
             }
             Expr::Return(r) => {
                 if let Some(x) = &r.expr {
@@ -1614,12 +1661,18 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
             }
             _ => syn::visit::visit_expr(self, e),
         }
+        self.out.depth -= 1;
     }
 
     // Nested items are analysed as functions of their own (see `visit_block`); the generic visitor
     // must not walk into them with this function's scope.
     fn visit_item(&mut self, _: &'a syn::Item) {}
 }
+
+/// How deeply the walk may recurse (blocks and expressions, nested functions included). Files
+/// are refused before parsing when they nest past `lex::MAX_NESTING`, which keeps walks far below
+/// this; it is the walk's own guard should that estimate ever fall short.
+const MAX_WALK_DEPTH: usize = 4 * crate::lex::MAX_NESTING;
 
 impl<'a> Walker<'a, '_> {
     /// A site's lock names, with the pipeline that carries its command: running the pipeline is
@@ -1674,6 +1727,16 @@ impl<'a> Walker<'a, '_> {
             local.ty = local.ty.take().or(ty);
             local.init = local.init.or(Some(&*a.right));
         }
+    }
+
+    /// One level deeper into the tree; false (and the file marked) past [`MAX_WALK_DEPTH`].
+    fn enter(&mut self) -> bool {
+        if self.out.depth >= MAX_WALK_DEPTH {
+            self.out.too_deep = true;
+            return false;
+        }
+        self.out.depth += 1;
+        true
     }
 
     /// A value moved by name (`consume(lock)`, `Holder { lock }`, `return lock`) escapes the region.
