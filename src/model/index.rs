@@ -87,7 +87,11 @@ pub fn substitute_bounds(t: Ty, bounds: &HashMap<String, Ty>) -> Ty {
     }
     Ty {
         path: t.path,
-        args: t.args.into_iter().map(|a| substitute_bounds(a, bounds)).collect(),
+        args: t
+            .args
+            .into_iter()
+            .map(|a| substitute_bounds(a, bounds))
+            .collect(),
     }
 }
 
@@ -139,7 +143,8 @@ impl FileIndex {
                         .enumerate()
                         .filter_map(|(i, f)| {
                             let name = f.ident.as_ref().map_or(i.to_string(), |id| id.to_string());
-                            ty_of(&f.ty, imports, None).map(|t| (name, substitute_bounds(t, &bounds)))
+                            ty_of(&f.ty, imports, None)
+                                .map(|t| (name, substitute_bounds(t, &bounds)))
                         })
                         .collect();
                     self.structs.push((path, fields));

@@ -126,7 +126,10 @@ pub struct Marker {
     pub span: Span,
     /// Identifiers in the conditions of the `if`/`match`/`let … else` around it.
     pub guards: Guards,
-    pub in_closure: bool,
+    /// How many closures or `async` blocks it is nested in. Only markers at the lock's own depth
+    /// are on its paths: a `return` in a closure inside the region leaves the closure, not the
+    /// lock's flow; a lock taken inside an `async` block has that block's exits.
+    pub closure: usize,
     /// The loop a `break`/`continue` leaves.
     pub target_loop: Option<Span>,
 }
@@ -151,6 +154,8 @@ pub struct Holding {
     pub handle: bool,
     /// The lease the lock is attached to (etcd): keeping it alive keeps the lock.
     pub lease_names: HashSet<String>,
+    /// How many closures or `async` blocks the acquisition is nested in.
+    pub closure: usize,
 }
 
 /// What happens while the lock is held.
@@ -205,7 +210,8 @@ pub struct Facts<'a> {
     release_or_renew_spans: HashSet<Span>,
     /// Per name: moves out of the region that count (not in a closure, not into a release), and
     /// `drop(name)`, by position.
-    escapes: HashMap<&'a str, Vec<Pos>>,
+    /// Name -> (position, closure depth) of each move of it.
+    escapes: HashMap<&'a str, Vec<(Pos, usize)>>,
     drops: HashMap<&'a str, Vec<(Pos, Span)>>,
     rebinds: HashMap<&'a str, Vec<Pos>>,
 }
@@ -250,9 +256,11 @@ impl<'a> Facts<'a> {
             let m = &markers[i];
             let p = start_of(m.span);
             match &m.kind {
-                MarkerKind::Escape(n) if !m.in_closure && !f.release_spans.contains(&m.span) => {
-                    f.escapes.entry(n.as_str()).or_default().push(p)
-                }
+                MarkerKind::Escape(n) if !f.release_spans.contains(&m.span) => f
+                    .escapes
+                    .entry(n.as_str())
+                    .or_default()
+                    .push((p, m.closure)),
                 MarkerKind::Drop(n) => f.drops.entry(n.as_str()).or_default().push((p, m.span)),
                 MarkerKind::Rebind(n) => f.rebinds.entry(n.as_str()).or_default().push(p),
                 _ => {}
@@ -361,7 +369,13 @@ pub fn compute_with(
             }
         }
         // Handing the lock to its own release (`backend.release(lease)`) is not an escape.
-        if let Some(p) = first_in(facts.escapes.get(n), start, reach) {
+        // Moves at the lock's own depth (a move inside a nested closure is the closure's).
+        let moves = facts.escapes.get(n).into_iter().flatten();
+        if let Some(p) = moves
+            .filter(|&&(p, depth)| depth == h.closure && p > start && p <= reach)
+            .map(|&(p, _)| p)
+            .min()
+        {
             escapes = true;
             moved = Some(moved.map_or(p, |q| q.min(p)));
         }
@@ -378,7 +392,7 @@ pub fn compute_with(
     // The first loop, sleep or long call, in the order the walk met them.
     let mut long_work: Option<(usize, Span, String)> = None;
     for (k, m) in facts.markers_in(start, end) {
-        if m.in_closure {
+        if m.closure != h.closure {
             continue;
         }
         let leak = match (&m.kind, m.target_loop) {

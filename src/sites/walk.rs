@@ -897,6 +897,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             auto_renew,
             // Raw commands and SQL are known by their key; values by their names.
             key: if sql { None } else { key },
+            closure: self.closure_depth,
             ..Default::default()
         };
         match u {
@@ -978,7 +979,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             kind,
             span,
             guards: self.guards.clone(),
-            in_closure: self.closure_depth > 0,
+            closure: self.closure_depth,
             target_loop,
         });
     }
@@ -1727,6 +1728,18 @@ impl<'a> Walker<'a, '_> {
             local.ty = local.ty.take().or(ty);
             local.init = local.init.or(Some(&*a.right));
         }
+        // `lock = l;` with `l` a lock bound inside a loop (`if let Some(l) = rl.lock(..)? { lock =
+        // l; break; }`): the lock now lives in `lock`, to the end of the declaring block, and
+        // leaving the inner loops does not leave it behind.
+        let mentioned = idents_in(&a.right);
+        let declared = region::start_of(Span::of(pat));
+        for (_, h) in &mut self.holdings {
+            if h.names.iter().any(|n| mentioned.contains(n)) {
+                h.names.insert(name.clone());
+                h.scope_end = h.scope_end.max(end);
+                h.loops.retain(|l| region::start_of(*l) < declared);
+            }
+        }
     }
 
     /// One level deeper into the tree; false (and the file marked) past [`MAX_WALK_DEPTH`].
@@ -1752,7 +1765,7 @@ impl<'a> Walker<'a, '_> {
         let mut moved = Vec::new();
         for a in args {
             names.extend(idents_in(a));
-            if let Some(n) = name_of(a) {
+            if let Some(n) = name_of(a).or_else(|| shared_clone_of(a)) {
                 moved.push(n);
             }
         }
@@ -1805,6 +1818,26 @@ fn name_of(e: &Expr) -> Option<String> {
             .map(|i| i.to_string())
             .filter(|n| n.starts_with(|c: char| c.is_lowercase() || c == '_')),
         Expr::Paren(p) => name_of(&p.expr),
+        _ => None,
+    }
+}
+
+/// A shared handle of a local passed on (`tx.send(lock.clone())`, `spawn(Arc::clone(&lock))`):
+/// another owner holds the lock from here, as if it were moved.
+fn shared_clone_of(e: &Expr) -> Option<String> {
+    match e {
+        Expr::MethodCall(m) if m.method == "clone" && m.args.is_empty() => name_of(&m.receiver),
+        Expr::Call(c)
+            if c.args.len() == 1
+                && matches!(&*c.func, Expr::Path(p) if p.path.segments.len() == 2
+                    && matches!(p.path.segments[0].ident.to_string().as_str(), "Arc" | "Rc")
+                    && p.path.segments[1].ident == "clone") =>
+        {
+            match &c.args[0] {
+                Expr::Reference(r) => name_of(&r.expr),
+                other => name_of(other),
+            }
+        }
         _ => None,
     }
 }
