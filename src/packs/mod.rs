@@ -257,6 +257,8 @@ pub struct Inherited {
     pub held: Option<crate::sites::Held>,
     /// The lock command is in a pipeline the caller runs: its reply is judged there.
     pub pipeline: Option<crate::sites::PipeVia>,
+    /// The primitive hands out a lock value; false for a reply about a key.
+    pub handle: bool,
 }
 
 impl CallDef {
@@ -299,6 +301,7 @@ impl CallDef {
                 backend: w.backend.clone(),
                 held: w.held.clone(),
                 pipeline: w.pipeline.clone(),
+                handle: w.handle,
             }),
         }
     }

@@ -411,7 +411,9 @@ fn build<'a>(
         m.backend = info.backend.clone();
         // A lock left in the store or in the receiver is known by its key argument or by the
         // receiver, never by the value the call returns.
-        if info.held.is_some() {
+        // …and so is a lock whose primitive only replies about a key (a wrapper returning
+        // `SET NX`'s reply is not handing out a lock value).
+        if info.held.is_some() || !info.handle {
             m.handle = false;
         }
         if info.held == Some(super::Held::Receiver) {

@@ -142,6 +142,9 @@ pub struct WrapperCandidate {
     pub backend: Option<String>,
     /// `via` already names the wrapper's crate (a wrapper reached in another crate's terms).
     pub qualified: bool,
+    /// The primitive hands out a lock value (a guard, a lease); false when it only replies about
+    /// a key (`SET NX`, SQL), so that a call site knows the lock by key, not by what it returns.
+    pub handle: bool,
     /// The argument (receiver not counted) that names the lock's key, when the key comes from
     /// one: call sites know the lock by it.
     pub key_arg: Option<usize>,

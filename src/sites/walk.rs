@@ -289,6 +289,7 @@ fn analyze_fn<'a>(
             consensus: cx.packs.packs[pack].pack.consensus,
             backend: None,
             qualified: false,
+            handle: true,
             key_arg: None,
             held: None,
             sql_arg: Some(arg),
@@ -1039,6 +1040,11 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .map(|t| t.peeled())
                     .filter(|t| t.path.contains("::"))
                     .map(|t| t.path.clone());
+                // A lock type of the code's own (a struct holding the key) is a handle even
+                // around a reply-only primitive; the reply itself is not.
+                let own_type = returns_type
+                    .as_deref()
+                    .is_some_and(|t| t.starts_with("crate::"));
                 // A returned report (a boolean, the reply) leaves the lock where it was taken.
                 let held = flow
                     .as_ref()
@@ -1067,6 +1073,9 @@ impl<'a, 'c> Walker<'a, 'c> {
                     consensus: site.consensus,
                     backend: site.backend.clone(),
                     qualified: false,
+                    // A lock type of the code's own (a struct holding the key) is a handle
+                    // even around a reply-only primitive; the reply itself is not.
+                    handle: h.handle || own_type,
                     key_arg: summary::key_arg(held.as_ref()),
                     held,
                     sql_arg: None,
@@ -1105,6 +1114,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     consensus: site.consensus,
                     backend: site.backend.clone(),
                     qualified: false,
+                    handle: true,
                     key_arg: summary::key_arg(Some(&held)),
                     held: Some(held),
                     sql_arg: None,
@@ -1148,6 +1158,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 consensus: self.cx.packs.packs[e.pack].pack.consensus,
                 backend: None,
                 qualified: false,
+                handle: true,
                 key_arg: summary::key_arg(held.as_ref()),
                 held,
                 sql_arg: None,
