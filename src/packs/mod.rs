@@ -45,6 +45,10 @@ pub struct PackMeta {
     /// Functions, methods and macros that execute SQL text passed as an argument.
     #[serde(default)]
     pub sql_calls: Vec<String>,
+    /// Of those, the ones that run the text and drop its rows (`execute`, mysql's `query_drop`):
+    /// a try-lock's answer run through one never reaches the caller.
+    #[serde(default)]
+    pub sql_discarding_calls: Vec<String>,
     /// Functions that start a raw command (`redis::cmd`), for `[[command]]` entries.
     #[serde(default)]
     pub command_builders: Vec<String>,

@@ -30,7 +30,7 @@ pub(super) struct Matched<'a> {
     /// Outward chain levels that belong to the call itself (a raw command's `.arg(..)`s).
     pub consumed: usize,
     /// Set when the executing call throws away the result that says whether the lock was taken.
-    pub discarded: Option<&'static str>,
+    pub discarded: Option<String>,
     /// Identifiers in the receiver and arguments.
     pub mentions: HashSet<String>,
     pub owner_checked: bool,
@@ -121,8 +121,9 @@ pub(super) fn match_site<'a>(
                 // next call drops it.
                 let next = outward.len().checked_sub(consumed + 1).map(|i| outward[i]);
                 if matches!(next, Some(Expr::MethodCall(n)) if n.method == "ignore") {
-                    found.discarded =
-                        Some("`ignore` drops the reply that says whether the lock was taken");
+                    found.discarded = Some(
+                        "`ignore` drops the reply that says whether the lock was taken".into(),
+                    );
                 } else {
                     found.returns = Returns::Value;
                 }
@@ -757,18 +758,18 @@ fn sql_match<'a>(
     call_name: &str,
 ) -> Option<Matched<'a>> {
     let funcs = sql_functions(text);
-    let mut best: Option<(usize, usize, &String)> = None;
+    let mut best: Option<(usize, usize)> = None;
     for f in &funcs {
         if let Some(&(pi, si)) = w.cx.packs.sql_functions.get(f.as_str()) {
             let kind = w.cx.packs.packs[pi].sql[si].kind;
             if kind.is_acquisition() {
-                best = Some((pi, si, f));
+                best = Some((pi, si));
                 break;
             }
-            best.get_or_insert((pi, si, f));
+            best.get_or_insert((pi, si));
         }
     }
-    let (pi, si, f) = best?;
+    let (pi, si) = best?;
     let def = &w.cx.packs.packs[pi].sql[si];
     let pack = &w.cx.packs.packs[pi].pack;
     let fencing = match def.scope {
@@ -784,10 +785,11 @@ fn sql_match<'a>(
         } else {
             Returns::Result
         },
-        discarded: (try_kind && matches!(call_name, "execute" | "batch_execute"))
-            .then_some("`execute` discards the boolean that says whether the lock was taken"),
+        discarded: (try_kind && pack.sql_discarding_calls.iter().any(|c| c == call_name)).then(
+            || format!("`{call_name}` discards the answer that says whether the lock was taken"),
+        ),
         sql: true,
-        ..Matched::plain(pi, f.clone(), def.kind, span)
+        ..Matched::plain(pi, def.function.clone(), def.kind, span)
     })
 }
 

@@ -636,7 +636,7 @@ impl<'a, 'c> Walker<'a, 'c> {
     }
 
     fn record(&mut self, m: Matched<'a>, outward: &[&'a Expr], u: Use<'a>, chain_end: Pos) {
-        let failure = failure::judge(self, m.returns, outward, &u, m.discarded);
+        let failure = failure::judge(self, m.returns, outward, &u, m.discarded.as_deref());
         let pack = &self.cx.packs.packs[m.pack].pack;
         let evaluated = m
             .key
