@@ -19,6 +19,8 @@ pub struct FileIndex {
     pub fns: Vec<(String, Ty)>,
     /// Constant or static path -> (initialiser source, defining module).
     pub consts: Vec<(String, String, String)>,
+    /// Constant or static path -> its declared type (`static MIGRATOR: Migrator`).
+    pub item_types: Vec<(String, Ty)>,
     /// Functions that return `Self` resolve to their impl type; recorded as such in `fns`.
     pub modules: Vec<String>,
     /// Paths that `use` items make through a module -> their canonical paths.
@@ -89,16 +91,28 @@ impl FileIndex {
                         self.fns.push((format!("{module}::{}", f.sig.ident), ret));
                     }
                 }
-                syn::Item::Const(c) => self.consts.push((
-                    format!("{module}::{}", c.ident),
-                    quote::ToTokens::to_token_stream(&c.expr).to_string(),
-                    module.clone(),
-                )),
-                syn::Item::Static(s) => self.consts.push((
-                    format!("{module}::{}", s.ident),
-                    quote::ToTokens::to_token_stream(&s.expr).to_string(),
-                    module.clone(),
-                )),
+                syn::Item::Const(c) => {
+                    let path = format!("{module}::{}", c.ident);
+                    if let Some(t) = ty_of(&c.ty, imports, None) {
+                        self.item_types.push((path.clone(), t));
+                    }
+                    self.consts.push((
+                        path,
+                        quote::ToTokens::to_token_stream(&c.expr).to_string(),
+                        module.clone(),
+                    ));
+                }
+                syn::Item::Static(s) => {
+                    let path = format!("{module}::{}", s.ident);
+                    if let Some(t) = ty_of(&s.ty, imports, None) {
+                        self.item_types.push((path.clone(), t));
+                    }
+                    self.consts.push((
+                        path,
+                        quote::ToTokens::to_token_stream(&s.expr).to_string(),
+                        module.clone(),
+                    ));
+                }
                 syn::Item::Impl(imp) => {
                     let Some(self_ty) = ty_of(&imp.self_ty, imports, None) else {
                         continue;
@@ -206,6 +220,7 @@ pub struct CrateIndex {
     aliases: HashMap<String, Ty>,
     fns: HashMap<String, Ty>,
     consts: HashMap<String, (String, String)>,
+    item_types: HashMap<String, Ty>,
     /// Simple name -> canonical paths, for names a file uses without importing (same-module items
     /// declared in another file of the module are rare; this is the fallback).
     simple: HashMap<String, Vec<String>>,
@@ -238,6 +253,7 @@ impl CrateIndex {
                 idx.add_simple(&path);
                 idx.consts.insert(path, (src, module));
             }
+            idx.item_types.extend(f.item_types);
             idx.reexports.extend(f.reexports);
             idx.glob_reexports.extend(f.glob_reexports);
         }
@@ -352,6 +368,14 @@ impl CrateIndex {
         let owner = self.normalize(owner);
         self.fns
             .get(&format!("{}::{method}", owner.path))
+            .map(|t| self.normalize(t))
+    }
+
+    /// The declared type of a constant or static.
+    pub fn item_type(&self, path: &str) -> Option<Ty> {
+        self.item_types
+            .get(&self.through_reexports(self.settle(path)))
+            .or_else(|| self.item_types.get(path))
             .map(|t| self.normalize(t))
     }
 

@@ -99,6 +99,9 @@ pub struct TypeDef {
     /// Methods that return another type the analysis should follow (`lock_client = "etcd_client::LockClient"`).
     #[serde(default)]
     pub methods: BTreeMap<String, String>,
+    /// Macros whose expansion is a value of this type (`sqlx::migrate` for `sqlx::migrate!()`).
+    #[serde(default)]
+    pub macros: Vec<String>,
     /// The store this type talks to, when the pack covers several (`fenced_lock::RedisBackend`:
     /// `redis`); otherwise the pack's `backend`.
     #[serde(default)]
@@ -241,6 +244,13 @@ pub struct CallDef {
     /// Whether this call's store has consensus, where it differs from the pack's `consensus`.
     #[serde(default)]
     pub consensus: Option<bool>,
+    /// What the library takes this lock for, when it is the library's own (sqlx's migrator
+    /// serialises migrations): the site's purpose unless the code or the config says otherwise.
+    #[serde(default)]
+    pub purpose: Option<crate::directives::DeclaredPurpose>,
+    /// With `purpose = "correctness"`: what keeps a stale holder out, as `fenced-by = "…"` would.
+    #[serde(default)]
+    pub fenced_by: Option<String>,
     /// For a wrapper of the analysed crate (inferred, or declared with `[[lock]]`): its path,
     /// reported as `via`.
     #[serde(skip)]
@@ -291,6 +301,8 @@ impl CallDef {
             // The primitive's store, not the pack's default: a wrapper around fenced-lock's Redis
             // backend has no consensus.
             consensus: Some(w.consensus),
+            purpose: None,
+            fenced_by: None,
             via: Some(w.via.clone()),
             inherit: Some(Inherited {
                 ttl_ms: w.ttl_ms,
@@ -408,6 +420,13 @@ impl Pack {
                     "{at}has `deadline = \"required\"` but no `ttl-arg`, `ttl-field`, `lease-arg` or `options-arg` with `ttl-flags` to read it from"
                 )));
             }
+            if c.fenced_by.is_some()
+                && c.purpose != Some(crate::directives::DeclaredPurpose::Correctness)
+            {
+                return Err(bad(format!(
+                    "{at}has `fenced-by` but not `purpose = \"correctness\"`"
+                )));
+            }
             if !c.when.is_empty() && c.options_arg.is_none() {
                 return Err(bad(format!(
                     "{at}has `when` but no `options-arg` to look in"
@@ -474,6 +493,8 @@ pub struct PackSet {
     pub constructors: HashMap<String, Vec<String>>,
     /// (canonical type path, method) -> the type the method returns.
     pub method_returns: HashMap<(String, String), String>,
+    /// Macro path -> the canonical type its expansion is.
+    pub macro_types: HashMap<String, String>,
     /// Command builder function path -> packs with `[[command]]` entries.
     pub command_builders: HashMap<String, Vec<usize>>,
     /// Pipeline builder function path -> packs with `[[command]]` entries.
@@ -516,6 +537,9 @@ impl PackSet {
                 for p in std::iter::once(&t.path).chain(&t.aliases) {
                     set.types.insert(p.clone(), (pi, t.path.clone()));
                     set.constructors.insert(p.clone(), ctors.clone());
+                }
+                for m in &t.macros {
+                    set.macro_types.insert(m.clone(), t.path.clone());
                 }
                 for (m, ret) in &t.methods {
                     set.method_returns

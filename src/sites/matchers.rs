@@ -51,6 +51,8 @@ pub(super) struct Matched<'a> {
     pub lease_names: HashSet<String>,
     /// A call to a wrapper: its path.
     pub via: Option<String>,
+    /// The purpose the library declares for its own lock, with what fences it.
+    pub purpose: Option<(crate::directives::DeclaredPurpose, Option<String>)>,
 }
 
 impl<'a> Matched<'a> {
@@ -80,6 +82,7 @@ impl<'a> Matched<'a> {
             backend: None,
             lease_names: HashSet::new(),
             via: None,
+            purpose: None,
         }
     }
 }
@@ -388,6 +391,7 @@ fn build<'a>(
                 && !matches!(def.returns, Returns::Bool | Returns::ResultBool),
         release: def.release,
         consensus: def.consensus,
+        purpose: def.purpose.map(|p| (p, def.fenced_by.clone())),
         lease_names: def
             .lease_arg
             .and_then(|i| args.get(i))
@@ -843,6 +847,15 @@ pub(super) fn pack_return_type(
         }
     }
     None
+}
+
+/// The type a pack declares for a macro's expansion (`sqlx::migrate!()` is a `Migrator`).
+pub(super) fn pack_macro_type(w: &Walker<'_, '_>, m: &syn::ExprMacro) -> Option<Ty> {
+    let path = w.resolve(&m.mac.path);
+    w.cx.packs
+        .macro_types
+        .get(&path)
+        .map(|t| Ty::simple(t.clone()))
 }
 
 pub(super) fn pack_fn_return_type(w: &Walker<'_, '_>, path: &str) -> Option<Ty> {

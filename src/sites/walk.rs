@@ -459,6 +459,10 @@ impl<'a, 'c> Walker<'a, 'c> {
                         return l.ty.clone();
                     }
                 }
+                // A constant or static of the crate: its declared type.
+                if let Some(t) = self.cx.index.item_type(&self.resolve(&p.path)) {
+                    return Some(t);
+                }
                 // Not a local: a unit struct or an enum variant names its type (`Local`, `Kind::A`).
                 let last = p
                     .path
@@ -581,7 +585,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 }
                 self.cx.index.fn_return(&path)
             }
-            Expr::Macro(_) | Expr::Lit(_) => None,
+            Expr::Macro(m) => matchers::pack_macro_type(self, m),
             _ => None,
         };
         ty.map(|t| self.cx.index.normalize(&t))
@@ -704,6 +708,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             region: Default::default(),
             via: m.via,
             wrapped: false,
+            library_purpose: m.purpose,
         });
     }
 
