@@ -212,6 +212,10 @@ pub struct CallDef {
     pub ttl_field: Option<TtlField>,
     #[serde(default)]
     pub lease_arg: Option<usize>,
+    /// With `lease-arg`: the lease, in seconds, the server attaches when the call passes none and
+    /// that nobody renews (etcd's lock service: 60). Such a lock expires while held.
+    #[serde(default)]
+    pub server_lease_s: Option<u64>,
     /// The argument holding an options builder (`SetOptions::default().conditional_set(..)`), read by
     /// `when` and `ttl-flags`.
     #[serde(default)]
@@ -287,6 +291,7 @@ impl CallDef {
             ttl_unit: TtlUnit::Ms,
             ttl_field: None,
             lease_arg: None,
+            server_lease_s: None,
             options_arg: None,
             when: Vec::new(),
             ttl_flags: BTreeMap::new(),

@@ -59,7 +59,7 @@ pub(super) fn for_call<'a>(
         };
     }
     if let Some(i) = def.lease_arg {
-        return lease_ttl(w, args.get(i).copied(), method);
+        return lease_ttl(w, args.get(i).copied(), method, def.server_lease_s);
     }
     if def.options_arg.is_some() && !def.ttl_flags.is_empty() {
         let opt = def.options_arg.and_then(|i| args.get(i)).copied();
@@ -255,11 +255,21 @@ fn options_ttl<'a>(w: &Walker<'a, '_>, def: &CallDef, opt: Option<&'a Expr>, met
 }
 
 /// etcd: `lock(name, Some(LockOptions::new().with_lease(id)))`, with `id` from a `lease_grant(ttl, ..)`.
-fn lease_ttl<'a>(w: &Walker<'a, '_>, arg: Option<&'a Expr>, method: &str) -> Ttl {
-    let none = || Ttl::Missing {
-        reason: format!(
-            "`{method}` without a lease: the lock key is never expired, so a dead holder keeps it"
+fn lease_ttl<'a>(
+    w: &Walker<'a, '_>,
+    arg: Option<&'a Expr>,
+    method: &str,
+    server_lease_s: Option<u64>,
+) -> Ttl {
+    // What becomes of a lock taken without a lease is the store's doing.
+    let fate = match server_lease_s {
+        Some(s) => format!(
+            "the server attaches a {s} s lease of its own that nobody renews, so the lock silently expires {s} s after it is taken, even while its holder still works"
         ),
+        None => "the lock key is never expired, so a dead holder keeps it".into(),
+    };
+    let none = || Ttl::Missing {
+        reason: format!("`{method}` without a lease: {fate}"),
     };
     let Some(arg) = arg else { return none() };
     if eval::eval(arg, w) == Some(Value::None) {
@@ -286,9 +296,7 @@ fn lease_ttl<'a>(w: &Walker<'a, '_>, arg: Option<&'a Expr>, method: &str) -> Ttl
             .any(|e| matches!(e, Expr::Call(_) | Expr::MethodCall(_) | Expr::Struct(_)));
         return if built_here {
             Ttl::Missing {
-                reason: format!(
-                    "`{method}` options carry no lease (`with_lease`): the lock key is never expired"
-                ),
+                reason: format!("`{method}` options carry no lease (`with_lease`): {fate}"),
             }
         } else {
             Ttl::Unknown
