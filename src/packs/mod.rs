@@ -216,6 +216,10 @@ pub struct CallDef {
     /// that nobody renews (etcd's lock service: 60). Such a lock expires while held.
     #[serde(default)]
     pub server_lease_s: Option<u64>,
+    /// The argument that is a lease id itself (etcd's `campaign(name, value, lease_id)`), followed
+    /// back to the lease-grant call whose TTL is the deadline; a literal `0` is no lease.
+    #[serde(default)]
+    pub lease_id_arg: Option<usize>,
     /// The argument holding an options builder (`SetOptions::default().conditional_set(..)`), read by
     /// `when` and `ttl-flags`.
     #[serde(default)]
@@ -223,6 +227,12 @@ pub struct CallDef {
     /// The call is this kind only if the options argument names all of these (`NX`).
     #[serde(default)]
     pub when: Vec<String>,
+    /// The call is this kind only if the options argument (followed through the locals it is
+    /// built from) holds a call matching each of these patterns: a path matched by its last
+    /// segments, then arguments compared as written, `_` matching any
+    /// (`Compare::create_revision(_, CompareOp::Equal, 0)`).
+    #[serde(default)]
+    pub when_calls: Vec<String>,
     /// Expiry variants in the options argument (`SetExpiry::PX(ms)`) and their units.
     #[serde(default)]
     pub ttl_flags: BTreeMap<String, FlagUnit>,
@@ -292,8 +302,10 @@ impl CallDef {
             ttl_field: None,
             lease_arg: None,
             server_lease_s: None,
+            lease_id_arg: None,
             options_arg: None,
             when: Vec::new(),
+            when_calls: Vec::new(),
             ttl_flags: BTreeMap::new(),
             deadline: DeadlineRule::Implicit,
             returns: w.returns,
@@ -419,6 +431,7 @@ impl Pack {
                 && c.ttl_arg.is_none()
                 && c.ttl_field.is_none()
                 && c.lease_arg.is_none()
+                && c.lease_id_arg.is_none()
                 && (c.options_arg.is_none() || c.ttl_flags.is_empty())
             {
                 return Err(bad(format!(
@@ -436,6 +449,21 @@ impl Pack {
                 return Err(bad(format!(
                     "{at}has `when` but no `options-arg` to look in"
                 )));
+            }
+            if !c.when_calls.is_empty() && c.options_arg.is_none() {
+                return Err(bad(format!(
+                    "{at}has `when-calls` but no `options-arg` to look in"
+                )));
+            }
+            for p in &c.when_calls {
+                if !matches!(
+                    syn::parse_str::<syn::Expr>(p),
+                    Ok(syn::Expr::Call(_) | syn::Expr::Path(_))
+                ) {
+                    return Err(bad(format!(
+                        "{at}`when-calls` entry `{p}` is not a call pattern like `Type::f(_, 0)`"
+                    )));
+                }
             }
         }
         for (i, c) in self.commands.iter().enumerate() {
@@ -631,5 +659,64 @@ impl PackSet {
         self.types.contains_key(path)
             || self.functions.contains_key(path)
             || self.command_builders.contains_key(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str =
+        "[pack]\nname = \"t\"\nconsensus = true\nfencing = \"none\"\nrelease = \"explicit\"\n";
+
+    fn parse(body: &str) -> Result<Pack, ToolError> {
+        Pack::parse(Path::new("t.toml"), &format!("{HEAD}{body}"))
+    }
+
+    #[test]
+    fn when_calls_need_an_options_arg_and_call_patterns() {
+        let call = "[[call]]\nkind = \"try-acquire\"\nreceiver = \"x::C\"\nmethod = \"txn\"\n";
+        let err = parse(&format!("{call}when-calls = [\"T::put\"]\n")).unwrap_err();
+        assert!(err.to_string().contains("no `options-arg`"), "{err}");
+        let err = parse(&format!("{call}options-arg = 0\nwhen-calls = [\"1 + \"]\n")).unwrap_err();
+        assert!(err.to_string().contains("not a call pattern"), "{err}");
+        let ok = parse(&format!(
+            "{call}options-arg = 0\nwhen-calls = [\"Compare::version(_, CompareOp::Equal, 0)\", \"TxnOp::put(KEY, _, _)\"]\n"
+        ))
+        .expect("valid");
+        assert_eq!(ok.calls[0].when_calls.len(), 2);
+    }
+
+    #[test]
+    fn fenced_by_needs_a_correctness_purpose() {
+        let call = "[[call]]\nkind = \"acquire\"\nreceiver = \"x::M\"\nmethod = \"run\"\n";
+        let err = parse(&format!(
+            "{call}purpose = \"efficiency\"\nfenced-by = \"x\"\n"
+        ))
+        .unwrap_err();
+        assert!(err.to_string().contains("fenced-by"), "{err}");
+        let ok = parse(&format!(
+            "{call}purpose = \"correctness\"\nfenced-by = \"x\"\n"
+        ))
+        .expect("valid");
+        assert_eq!(ok.calls[0].fenced_by.as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn lease_id_arg_satisfies_a_required_deadline() {
+        let call = "[[call]]\nkind = \"acquire\"\nreceiver = \"x::E\"\nmethod = \"campaign\"\ndeadline = \"required\"\n";
+        assert!(parse(call).is_err());
+        assert!(parse(&format!("{call}lease-id-arg = 2\nserver-lease-s = 60\n")).is_ok());
+    }
+
+    #[test]
+    fn builtin_packs_parse_and_index() {
+        let packs = builtin().expect("embedded packs are valid");
+        let set = PackSet::new(packs).expect("unique names");
+        assert_eq!(
+            set.macro_types.get("sqlx::migrate").map(String::as_str),
+            Some("sqlx::migrate::Migrator")
+        );
+        assert!(set.sql_functions.contains_key("get_lock"));
     }
 }

@@ -131,6 +131,10 @@ impl Holding {
         if self.names.iter().any(|n| e.mentions.contains(n)) {
             return true;
         }
+        // Revoking the lease the lock is attached to deletes the lock's key.
+        if e.kind == CallKind::Release && self.lease_names.iter().any(|n| e.mentions.contains(n)) {
+            return true;
+        }
         match (&self.key, &e.key) {
             (Some(a), Some(b)) => a == b,
             // Session advisory locks are released by key in SQL we cannot match: any unlock counts.

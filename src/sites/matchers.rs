@@ -270,6 +270,9 @@ fn match_method<'a>(
                 span,
                 format!("{owner}::{name}"),
             );
+            if found.key.is_none() {
+                found.key = when_key(w, def, args);
+            }
             found.backend = rty
                 .as_ref()
                 .filter(|t| receiver_is(w, def, t))
@@ -349,18 +352,116 @@ fn trait_in_scope(w: &Walker<'_, '_>, t: &str) -> bool {
             .any(|a| w.imports.trait_in_scope(&a))
 }
 
-/// Options-builder conditions (`conditional_set(ExistenceCheck::NX)`).
+/// Options-builder conditions (`conditional_set(ExistenceCheck::NX)`, and the calls `when-calls`
+/// asks for).
 fn options_match(w: &Walker<'_, '_>, def: &CallDef, args: &[&Expr]) -> bool {
-    if def.when.is_empty() {
+    if def.when.is_empty() && def.when_calls.is_empty() {
         return true;
     }
     let Some(opt) = def.options_arg.and_then(|i| args.get(i)) else {
         return false;
     };
+    if !def.when_calls.is_empty() && when_calls(w, def, opt).is_none() {
+        return false;
+    }
     let names = ttl::names_in(w, opt);
     def.when
         .iter()
         .all(|wanted| names.iter().any(|n| n.eq_ignore_ascii_case(wanted)))
+}
+
+/// Do the calls `when-calls` asks for all appear in the options argument? `Some` with the
+/// argument a pattern marks `KEY` (`TxnOp::put(KEY, _, _)`), which is the lock's key.
+fn when_calls<'a>(w: &Walker<'a, '_>, def: &CallDef, opt: &'a Expr) -> Option<Option<&'a Expr>> {
+    let calls = ttl::calls_in(w, opt);
+    let mut key = None;
+    for p in &def.when_calls {
+        let pat = syn::parse_str::<Expr>(p).ok()?;
+        if !calls.iter().any(|c| call_matches(w, &pat, c, &mut key)) {
+            return None;
+        }
+    }
+    Some(key)
+}
+
+/// The lock's key a `when-calls` pattern marks, for a call that has no `key-arg`.
+fn when_key<'a>(w: &Walker<'a, '_>, def: &CallDef, args: &[&'a Expr]) -> Option<&'a Expr> {
+    if def.when_calls.is_empty() {
+        return None;
+    }
+    when_calls(w, def, def.options_arg.and_then(|i| args.get(i).copied())?)?
+}
+
+/// Does a call match a `when-calls` pattern? The pattern's path must end the call's resolved path
+/// (`TxnOp::put` matches `etcd_client::TxnOp::put`); its arguments, when it lists any, match one
+/// for one: `_` any, `KEY` any (and is captured as the key), otherwise the same tokens or the
+/// same constant value.
+fn call_matches<'a>(
+    w: &Walker<'a, '_>,
+    pat: &Expr,
+    call: &'a syn::ExprCall,
+    key: &mut Option<&'a Expr>,
+) -> bool {
+    let (pat_path, pat_args) = match pat {
+        Expr::Call(c) => match &*c.func {
+            Expr::Path(p) => (&p.path, Some(&c.args)),
+            _ => return false,
+        },
+        Expr::Path(p) => (&p.path, None),
+        _ => return false,
+    };
+    let Expr::Path(f) = &*call.func else {
+        return false;
+    };
+    let want: Vec<String> = pat_path
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect();
+    let path = w.resolve(&f.path);
+    let have: Vec<&str> = path.split("::").collect();
+    if have.len() < want.len()
+        || !have.ends_with(&want.iter().map(String::as_str).collect::<Vec<_>>())
+    {
+        return false;
+    }
+    let Some(pat_args) = pat_args else {
+        return true;
+    };
+    if pat_args.len() != call.args.len() {
+        return false;
+    }
+    let tokens = |e: &Expr| quote::ToTokens::to_token_stream(e).to_string();
+    let mut captured = None;
+    let all = pat_args.iter().zip(call.args.iter()).all(|(p, a)| {
+        if matches!(p, Expr::Infer(_)) || tokens(p) == "_" {
+            return true;
+        }
+        if tokens(p) == "KEY" {
+            captured = Some(a);
+            return true;
+        }
+        if let Expr::Path(pp) = p
+            && let Expr::Path(ap) = a
+        {
+            // `CompareOp::Equal` however the code imported it.
+            let last = |x: &syn::Path| x.segments.last().map(|s| s.ident.to_string());
+            return last(&pp.path) == last(&ap.path)
+                && (pp.path.segments.len() == 1
+                    || w.resolve(&ap.path).ends_with(&tokens(p).replace(' ', "")));
+        }
+        if let Expr::Lit(_) = p {
+            return eval::eval(p, w)
+                .and_then(|v| v.as_f64())
+                .is_some_and(|n| eval::eval(a, w).and_then(|v| v.as_f64()) == Some(n))
+                || tokens(p) == tokens(a);
+        }
+        tokens(p) == tokens(a)
+    });
+    if all && captured.is_some() {
+        *key = captured;
+    }
+    all
 }
 
 fn build<'a>(
@@ -394,8 +495,9 @@ fn build<'a>(
         purpose: def.purpose.map(|p| (p, def.fenced_by.clone())),
         lease_names: def
             .lease_arg
+            .or(def.lease_id_arg)
             .and_then(|i| args.get(i))
-            .map(|a| idents_in(a))
+            .map(|a| ttl::lease_names(w, a))
             .unwrap_or_default(),
         ..Matched::plain(r.pack, api, def.kind, span)
     };

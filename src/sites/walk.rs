@@ -299,6 +299,12 @@ impl<'a, 'c> Walker<'a, 'c> {
         }
     }
 
+    /// A macro's body read as comma-separated expressions (`vec![a, b]`), kept for the file.
+    pub(super) fn macro_exprs(&self, mac: &syn::Macro) -> Option<&'a MacroArgs> {
+        let args = mac.parse_body_with(MacroArgs::parse_terminated).ok()?;
+        Some(self.arena.alloc(args))
+    }
+
     pub(super) fn known(&self) -> impl Fn(&str) -> bool + '_ {
         |p: &str| self.cx.index.knows(p) || self.cx.packs.knows(p)
     }
