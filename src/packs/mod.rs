@@ -233,6 +233,16 @@ pub struct CallDef {
     /// (`Compare::create_revision(_, CompareOp::Equal, 0)`).
     #[serde(default)]
     pub when_calls: Vec<String>,
+    /// The argument that is a URL (an HTTP request: `client.put(url)`), read as a template:
+    /// literals, `format!`, `+` and locals, with what is not known written `{expr}`.
+    #[serde(default)]
+    pub url_arg: Option<usize>,
+    /// The call is this kind only if the URL's text contains all of these (`/v1/kv/`, `acquire=`).
+    #[serde(default)]
+    pub url_contains: Vec<String>,
+    /// The lock's key is the URL's text after this, up to its query (`/v1/kv/`).
+    #[serde(default)]
+    pub url_key_after: Option<String>,
     /// Expiry variants in the options argument (`SetExpiry::PX(ms)`) and their units.
     #[serde(default)]
     pub ttl_flags: BTreeMap<String, FlagUnit>,
@@ -306,6 +316,9 @@ impl CallDef {
             options_arg: None,
             when: Vec::new(),
             when_calls: Vec::new(),
+            url_arg: None,
+            url_contains: Vec::new(),
+            url_key_after: None,
             ttl_flags: BTreeMap::new(),
             deadline: DeadlineRule::Implicit,
             returns: w.returns,
@@ -448,6 +461,11 @@ impl Pack {
             if !c.when.is_empty() && c.options_arg.is_none() {
                 return Err(bad(format!(
                     "{at}has `when` but no `options-arg` to look in"
+                )));
+            }
+            if (!c.url_contains.is_empty() || c.url_key_after.is_some()) && c.url_arg.is_none() {
+                return Err(bad(format!(
+                    "{at}has `url-contains` or `url-key-after` but no `url-arg` to read"
                 )));
             }
             if !c.when_calls.is_empty() && c.options_arg.is_none() {

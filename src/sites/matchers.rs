@@ -152,7 +152,12 @@ pub(super) fn match_site<'a>(
                 for &r in refs {
                     let def = w.cx.packs.call(r);
                     if options_match(w, def, &args) {
-                        return Some(build(w, r, def, &args, None, name_span, api_of_path(&path)));
+                        let mut found =
+                            build(w, r, def, &args, None, name_span, api_of_path(&path));
+                        if found.key.is_none() {
+                            found.key = url_key(w, def, &args);
+                        }
+                        return Some(found);
                     }
                 }
             }
@@ -271,7 +276,7 @@ fn match_method<'a>(
                 format!("{owner}::{name}"),
             );
             if found.key.is_none() {
-                found.key = when_key(w, def, args);
+                found.key = when_key(w, def, args).or_else(|| url_key(w, def, args));
             }
             found.backend = rty
                 .as_ref()
@@ -355,6 +360,22 @@ fn trait_in_scope(w: &Walker<'_, '_>, t: &str) -> bool {
 /// Options-builder conditions (`conditional_set(ExistenceCheck::NX)`, and the calls `when-calls`
 /// asks for).
 fn options_match(w: &Walker<'_, '_>, def: &CallDef, args: &[&Expr]) -> bool {
+    if !def.url_contains.is_empty() {
+        let Some(url) = def
+            .url_arg
+            .and_then(|i| args.get(i))
+            .and_then(|u| url_template(w, u, 0))
+        else {
+            return false;
+        };
+        if !def
+            .url_contains
+            .iter()
+            .all(|part| url.contains(part.as_str()))
+        {
+            return false;
+        }
+    }
     if def.when.is_empty() && def.when_calls.is_empty() {
         return true;
     }
@@ -368,6 +389,127 @@ fn options_match(w: &Walker<'_, '_>, def: &CallDef, args: &[&Expr]) -> bool {
     def.when
         .iter()
         .all(|wanted| names.iter().any(|n| n.eq_ignore_ascii_case(wanted)))
+}
+
+/// An HTTP lock's key, read from its URL after `url-key-after` up to the query, kept as a
+/// string literal so that the acquire and the release of one key compare equal.
+fn url_key<'a>(w: &Walker<'a, '_>, def: &CallDef, args: &[&'a Expr]) -> Option<&'a Expr> {
+    let marker = def.url_key_after.as_deref()?;
+    let url = url_template(w, args.get(def.url_arg?)?, 0)?;
+    let (_, rest) = url.split_once(marker)?;
+    let key = rest.split(['?', '#']).next().unwrap_or(rest);
+    (!key.is_empty()).then(|| {
+        w.keep(Expr::Lit(syn::ExprLit {
+            attrs: Vec::new(),
+            lit: syn::Lit::Str(syn::LitStr::new(key, proc_macro2::Span::call_site())),
+        }))
+    })
+}
+
+/// A URL as text: literals as written, `format!` and `+` joined, locals followed to what they
+/// were bound to, anything else as `{expr}`, so that fixed parts (`/v1/kv/`, `?acquire=`) can be
+/// looked for and two URLs built from the same names compare equal.
+fn url_template(w: &Walker<'_, '_>, e: &Expr, depth: usize) -> Option<String> {
+    if depth > 16 {
+        return None;
+    }
+    let hole = |e: &Expr| {
+        let t = quote::ToTokens::to_token_stream(e)
+            .to_string()
+            .replace(' ', "");
+        format!("{{{t}}}")
+    };
+    let rec = |x: &Expr| url_template(w, x, depth + 1);
+    Some(match e {
+        Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(s),
+            ..
+        }) => s.value(),
+        Expr::Reference(r) => rec(&r.expr)?,
+        Expr::Paren(p) => rec(&p.expr)?,
+        Expr::Group(g) => rec(&g.expr)?,
+        Expr::Try(t) => rec(&t.expr)?,
+        Expr::Binary(b) if matches!(b.op, syn::BinOp::Add(_)) => rec(&b.left)? + &rec(&b.right)?,
+        Expr::MethodCall(m)
+            if matches!(
+                m.method.to_string().as_str(),
+                "as_str" | "to_string" | "to_owned" | "clone" | "into" | "as_ref"
+            ) =>
+        {
+            rec(&m.receiver)?
+        }
+        // `base.join(&format!("v1/kv/{key}"))`, `Url::parse(&url)`.
+        Expr::MethodCall(m) if m.method == "join" && m.args.len() == 1 => {
+            rec(&m.receiver)? + "/" + &rec(&m.args[0])?
+        }
+        Expr::Call(c)
+            if c.args.len() == 1
+                && matches!(&*c.func, Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "parse")) =>
+        {
+            rec(&c.args[0])?
+        }
+        Expr::Path(p) if p.path.get_ident().is_some() => {
+            let name = p.path.get_ident()?.to_string();
+            match w.local_init(&name) {
+                Some(init) => rec(init)?,
+                None => eval::eval_str(e, w).unwrap_or_else(|| format!("{{{name}}}")),
+            }
+        }
+        Expr::Macro(m)
+            if m.mac
+                .path
+                .segments
+                .last()
+                .is_some_and(|s| s.ident == "format") =>
+        {
+            let args = w.macro_exprs(&m.mac)?;
+            let mut args = args.iter();
+            let fmt = match args.next()? {
+                Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(s),
+                    ..
+                }) => s.value(),
+                _ => return None,
+            };
+            let mut out = String::new();
+            let mut rest = fmt.as_str();
+            while let Some(i) = rest.find(['{', '}']) {
+                out.push_str(&rest[..i]);
+                let tail = &rest[i..];
+                if tail.starts_with("{{") || tail.starts_with("}}") {
+                    out.push_str(&tail[..1]);
+                    rest = &tail[2..];
+                    continue;
+                }
+                if tail.starts_with('}') {
+                    out.push('}');
+                    rest = &tail[1..];
+                    continue;
+                }
+                let end = tail.find('}').unwrap_or(tail.len() - 1);
+                let inner = &tail[1..end];
+                let name = inner.split(':').next().unwrap_or("").trim();
+                if name.is_empty() || name.chars().all(|c| c.is_ascii_digit()) {
+                    match args.next() {
+                        Some(a) => out.push_str(&rec(a).unwrap_or_else(|| hole(a))),
+                        None => out.push_str("{?}"),
+                    }
+                } else {
+                    // An inline capture (`{key}`): a local or a parameter of that name.
+                    match w.local_init(name) {
+                        Some(init) => {
+                            out.push_str(&rec(init).unwrap_or_else(|| format!("{{{name}}}")))
+                        }
+                        None => out.push_str(&format!("{{{name}}}")),
+                    }
+                }
+                rest = &tail[end + 1..];
+            }
+            out.push_str(rest);
+            out
+        }
+        other => eval::eval_str(other, w).unwrap_or_else(|| hole(other)),
+    })
 }
 
 /// Do the calls `when-calls` asks for all appear in the options argument? `Some` with the

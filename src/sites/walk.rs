@@ -305,6 +305,13 @@ impl<'a, 'c> Walker<'a, 'c> {
         Some(self.arena.alloc(args))
     }
 
+    /// Keeps an expression made during matching (an HTTP lock's key read from its URL) for the file.
+    pub(super) fn keep(&self, e: Expr) -> &'a Expr {
+        let mut one = MacroArgs::new();
+        one.push(e);
+        &self.arena.alloc(one)[0]
+    }
+
     pub(super) fn known(&self) -> impl Fn(&str) -> bool + '_ {
         |p: &str| self.cx.index.knows(p) || self.cx.packs.knows(p)
     }
