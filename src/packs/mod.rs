@@ -4,7 +4,7 @@
 //! with lockaudit are embedded at build time; users add their own from `lockaudit.toml`
 //! (`packs = ["path.toml"]` or inline `[[lock]]` entries, which use the `[[call]]` schema).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 use serde::Deserialize;
@@ -49,6 +49,10 @@ pub struct PackMeta {
     /// a try-lock's answer run through one never reaches the caller.
     #[serde(default)]
     pub sql_discarding_calls: Vec<String>,
+    /// Functions that wrap SQL text into a statement value (sea-orm's `Statement::from_string`):
+    /// a sql-call given one runs the text inside it.
+    #[serde(default)]
+    pub sql_statements: Vec<String>,
     /// Functions that start a raw command (`redis::cmd`), for `[[command]]` entries.
     #[serde(default)]
     pub command_builders: Vec<String>,
@@ -554,6 +558,8 @@ pub struct PackSet {
     pub sql_functions: HashMap<String, (usize, usize)>,
     /// Names of calls that run SQL text.
     pub sql_calls: HashMap<String, usize>,
+    /// Last segments of the functions that wrap SQL text into a statement.
+    pub sql_statements: HashSet<String>,
     /// Path prefixes that name a library through another crate -> the library's own prefix.
     pub crate_aliases: Vec<(String, String)>,
     /// Script builder function path -> the pack.
@@ -622,6 +628,10 @@ impl PackSet {
             for (si, s) in pack.sql.iter().enumerate() {
                 set.sql_functions
                     .insert(s.function.to_ascii_lowercase(), (pi, si));
+            }
+            for c in &pack.pack.sql_statements {
+                set.sql_statements
+                    .insert(c.rsplit("::").next().unwrap_or(c).to_string());
             }
             for c in &pack.pack.sql_calls {
                 set.sql_calls.insert(c.clone(), pi);

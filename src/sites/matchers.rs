@@ -934,7 +934,7 @@ fn match_sql<'a>(
     call_name: &str,
 ) -> Option<Matched<'a>> {
     for a in args {
-        let Some(text) = eval::eval_str(a, w) else {
+        let Some(text) = eval::eval_str(a, w).or_else(|| statement_sql(w, a)) else {
             continue;
         };
         // The literal is the location when it is written at the call; otherwise the executing call.
@@ -946,6 +946,29 @@ fn match_sql<'a>(
         if let Some(m) = sql_match(w, &text, span, call_name) {
             return Some(m);
         }
+    }
+    None
+}
+
+/// The SQL inside a statement value (`Statement::from_string(DbBackend::Postgres, sql)`, also
+/// bound to a local first): the first of its arguments that is text.
+fn statement_sql(w: &Walker<'_, '_>, e: &Expr) -> Option<String> {
+    let mut cur = e;
+    for _ in 0..8 {
+        cur = match cur {
+            Expr::Reference(r) => &r.expr,
+            Expr::Paren(p) => &p.expr,
+            Expr::Path(p) => w.local_init(&p.path.get_ident()?.to_string())?,
+            Expr::Call(c) => {
+                let Expr::Path(f) = &*c.func else { return None };
+                let last = f.path.segments.last()?.ident.to_string();
+                if !w.cx.packs.sql_statements.contains(&last) {
+                    return None;
+                }
+                return c.args.iter().find_map(|a| eval::eval_str(a, w));
+            }
+            _ => return None,
+        };
     }
     None
 }
