@@ -53,6 +53,10 @@ pub struct PackMeta {
     /// a sql-call given one runs the text inside it.
     #[serde(default)]
     pub sql_statements: Vec<String>,
+    /// Methods called on the SQL text itself, given the connection (mysql_async's
+    /// `"SELECT GET_LOCK(?, 5)".with((name,)).first(&mut conn)`); `.with(params)` is looked through.
+    #[serde(default)]
+    pub sql_receiver_calls: Vec<String>,
     /// Functions that start a raw command (`redis::cmd`), for `[[command]]` entries.
     #[serde(default)]
     pub command_builders: Vec<String>,
@@ -560,6 +564,8 @@ pub struct PackSet {
     pub sql_calls: HashMap<String, usize>,
     /// Last segments of the functions that wrap SQL text into a statement.
     pub sql_statements: HashSet<String>,
+    /// Methods called on SQL text with the connection as argument.
+    pub sql_receiver_calls: HashSet<String>,
     /// Path prefixes that name a library through another crate -> the library's own prefix.
     pub crate_aliases: Vec<(String, String)>,
     /// Script builder function path -> the pack.
@@ -629,6 +635,8 @@ impl PackSet {
                 set.sql_functions
                     .insert(s.function.to_ascii_lowercase(), (pi, si));
             }
+            set.sql_receiver_calls
+                .extend(pack.pack.sql_receiver_calls.iter().cloned());
             for c in &pack.pack.sql_statements {
                 set.sql_statements
                     .insert(c.rsplit("::").next().unwrap_or(c).to_string());

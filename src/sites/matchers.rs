@@ -137,6 +137,27 @@ pub(super) fn match_site<'a>(
                 return match_sql(w, &args, Span::of(&m.method), &m.method.to_string())
                     .map(|found| on_pool(w, found, Some(&m.receiver)));
             }
+            if w.cx
+                .packs
+                .sql_receiver_calls
+                .contains(&m.method.to_string())
+            {
+                // `"SELECT GET_LOCK(?, 5)".with((name,)).first(&mut conn)`: the text runs itself.
+                let mut text = &*m.receiver;
+                while let Expr::MethodCall(inner) = text
+                    && inner.method == "with"
+                {
+                    text = &inner.receiver;
+                }
+                let sql = eval::eval_str(text, w)?;
+                let span = if is_literal(text) {
+                    Span::of(text)
+                } else {
+                    Span::of(&m.method)
+                };
+                return sql_match(w, &sql, span, &m.method.to_string())
+                    .map(|found| on_pool(w, found, m.args.first()));
+            }
             None
         }
         Expr::Call(c) => {
@@ -481,9 +502,9 @@ fn url_template(w: &Walker<'_, '_>, e: &Expr, depth: usize) -> Option<String> {
                     rest = &tail[2..];
                     continue;
                 }
-                if tail.starts_with('}') {
+                if let Some(after) = tail.strip_prefix('}') {
                     out.push('}');
-                    rest = &tail[1..];
+                    rest = after;
                     continue;
                 }
                 let end = tail.find('}').unwrap_or(tail.len() - 1);
