@@ -396,6 +396,10 @@ pub struct SqlDef {
     pub function: String,
     pub kind: CallKind,
     pub scope: SqlScope,
+    /// For a try: the 0-based argument that is how long it waits, where a negative literal means
+    /// "forever" (MySQL's `GET_LOCK(name, -1)`): then it cannot time out and is a plain acquire.
+    #[serde(default)]
+    pub wait_arg: Option<usize>,
 }
 
 impl Pack {

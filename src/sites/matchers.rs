@@ -1069,7 +1069,18 @@ fn sql_match<'a>(
         SqlScope::Session if pack.fencing == PackFencing::Token => Fencing::Token,
         SqlScope::Session => Fencing::None,
     };
-    let try_kind = def.kind == CallKind::TryAcquire;
+    // `GET_LOCK(name, -1)` waits forever: it answers 1 or fails, like a blocking acquire.
+    let waits_forever = def.wait_arg.is_some_and(|i| {
+        sql_args(text, &def.function)
+            .and_then(|args| args.get(i).map(|a| a.trim().starts_with('-')))
+            .unwrap_or(false)
+    });
+    let kind = if waits_forever {
+        CallKind::Acquire
+    } else {
+        def.kind
+    };
+    let try_kind = kind == CallKind::TryAcquire;
     Some(Matched {
         fencing,
         returns: if try_kind {
@@ -1081,8 +1092,57 @@ fn sql_match<'a>(
             || format!("`{call_name}` discards the answer that says whether the lock was taken"),
         ),
         sql: true,
-        ..Matched::plain(pi, def.function.clone(), def.kind, span)
+        ..Matched::plain(pi, def.function.clone(), kind, span)
     })
+}
+
+/// The top-level arguments of the first call of `function` in SQL text (`GET_LOCK(?, -1)`:
+/// `["?", " -1"]`); case-insensitive.
+fn sql_args(text: &str, function: &str) -> Option<Vec<String>> {
+    let lower = text.to_ascii_lowercase();
+    let name = function.to_ascii_lowercase();
+    let mut from = 0;
+    let start = loop {
+        let i = from + lower[from..].find(&name)?;
+        let before_ok = i == 0
+            || !lower.as_bytes()[i - 1].is_ascii_alphanumeric() && lower.as_bytes()[i - 1] != b'_';
+        let rest = lower[i + name.len()..].trim_start();
+        if before_ok && rest.starts_with('(') {
+            break lower.len() - rest.len() + 1;
+        }
+        from = i + name.len();
+    };
+    let (mut depth, mut args, mut cur) = (0usize, Vec::new(), String::new());
+    for c in text[start..].chars() {
+        match c {
+            '(' => depth += 1,
+            ')' if depth == 0 => {
+                args.push(cur);
+                return Some(args);
+            }
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                args.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sql_args_split_at_top_level() {
+        assert_eq!(
+            super::sql_args("SELECT get_lock(CONCAT('a', ?), -1)", "GET_LOCK"),
+            Some(vec!["CONCAT('a', ?)".to_string(), " -1".to_string()])
+        );
+        assert_eq!(super::sql_args("SELECT is_get_lock(1)", "GET_LOCK"), None);
+        assert_eq!(super::sql_args("SELECT GET_LOCK", "GET_LOCK"), None);
+    }
 }
 
 /// Lower-case names of the SQL functions called in `text` (an identifier followed by `(`).
