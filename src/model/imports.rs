@@ -200,7 +200,8 @@ impl Imports {
         }
         for g in &self.globs {
             let cand = format!("{g}::{}", segs.join("::"));
-            if known(&cand) {
+            // `Client::connect` after `use etcd_client::*`: the glob brings the type `Client`.
+            if known(&cand) || segs.len() > 1 && known(&format!("{g}::{first}")) {
                 return cand;
             }
         }
