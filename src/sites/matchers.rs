@@ -1132,19 +1132,6 @@ fn sql_args(text: &str, function: &str) -> Option<Vec<String>> {
     None
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn sql_args_split_at_top_level() {
-        assert_eq!(
-            super::sql_args("SELECT get_lock(CONCAT('a', ?), -1)", "GET_LOCK"),
-            Some(vec!["CONCAT('a', ?)".to_string(), " -1".to_string()])
-        );
-        assert_eq!(super::sql_args("SELECT is_get_lock(1)", "GET_LOCK"), None);
-        assert_eq!(super::sql_args("SELECT GET_LOCK", "GET_LOCK"), None);
-    }
-}
-
 /// Lower-case names of the SQL functions called in `text` (an identifier followed by `(`).
 pub(super) fn sql_functions(text: &str) -> Vec<String> {
     let b = text.as_bytes();
@@ -1213,4 +1200,17 @@ pub(super) fn pack_fn_return_type(w: &Walker<'_, '_>, path: &str) -> Option<Ty> 
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sql_args_split_at_top_level() {
+        assert_eq!(
+            super::sql_args("SELECT get_lock(CONCAT('a', ?), -1)", "GET_LOCK"),
+            Some(vec!["CONCAT('a', ?)".to_string(), " -1".to_string()])
+        );
+        assert_eq!(super::sql_args("SELECT is_get_lock(1)", "GET_LOCK"), None);
+        assert_eq!(super::sql_args("SELECT GET_LOCK", "GET_LOCK"), None);
+    }
 }
