@@ -1,6 +1,7 @@
 //! A site's purpose, first match wins: an annotation on or directly above its statement; one
 //! directly above the enclosing `fn`; a `//! lockaudit:` at the top of the file; a `[[classify]]`
-//! entry of the config; the configured default.
+//! entry of the config; the purpose a rule pack declares for its library's own lock; the configured
+//! default.
 
 use serde::Serialize;
 
@@ -34,6 +35,8 @@ pub enum PurposeSource {
     Function,
     File,
     Config,
+    /// The rule pack: the library's own lock, taken for a purpose it documents.
+    Library,
     Default,
 }
 
@@ -95,6 +98,11 @@ pub fn classify(
                             .is_none_or(|g| site.key.as_deref().is_some_and(|k| g.is_match(k)))
                 })
                 .map(|c| ((c.purpose, c.fenced_by.clone()), PurposeSource::Config))
+        })
+        .or_else(|| {
+            site.library_purpose
+                .clone()
+                .map(|p| (p, PurposeSource::Library))
         });
     let (purpose, source, fenced_by) = match found {
         Some(((p, fb), src)) => (Purpose::from(p), src, fb),

@@ -140,11 +140,14 @@ pub fn pack_triggers(packs: &PackSet) -> Vec<(String, Where)> {
             paths.extend(c.in_scope.iter().map(String::as_str));
         }
         paths.extend(pack.pack.command_builders.iter().map(String::as_str));
-        out.extend(
-            pack.sql
-                .iter()
-                .map(|s| (s.function.clone(), Where::CodeOrLiteral)),
-        );
+        // SQL is case-insensitive: `GET_LOCK` is also written `get_lock`.
+        out.extend(pack.sql.iter().flat_map(|s| {
+            [
+                s.function.to_ascii_lowercase(),
+                s.function.to_ascii_uppercase(),
+            ]
+            .map(|f| (f, Where::CodeOrLiteral))
+        }));
         out.extend(
             pack.pack
                 .sql_calls

@@ -247,3 +247,25 @@ fn a_workspace_is_one_program() {
         format!("{:?}", outcome.report.sites)
     );
 }
+
+#[test]
+fn etcd_lock_without_lease_says_it_expires_while_held() {
+    let outcome =
+        engine::check(&settings(vec![PathBuf::from("fixtures/libs/etcd.rs")])).expect("runs");
+    let missing: Vec<_> = outcome
+        .report
+        .findings
+        .iter()
+        .filter(|f| f.rule == "missing-deadline")
+        .collect();
+    assert!(!missing.is_empty());
+    for f in missing {
+        // etcd does not keep a lease-less lock forever: its own 60 s lease runs out while held.
+        assert!(
+            f.message.contains("60 s lease") && !f.message.contains("never expired"),
+            "{}",
+            f.message
+        );
+        assert!(f.help.contains("lease_keep_alive"), "{}", f.help);
+    }
+}

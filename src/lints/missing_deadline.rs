@@ -9,10 +9,15 @@ use crate::sites::Ttl;
 /// atomic), etcd `lock` without a lease, or options with no lease attached.
 ///
 /// ## Why it matters
-/// A lock with no deadline outlives its holder. When the process crashes, is killed or loses its
-/// network between acquiring and releasing, the key stays, and every later acquisition fails until
-/// someone deletes it by hand. `SETNX` followed by `EXPIRE` has the same hole between its two
+/// A Redis lock with no deadline outlives its holder. When the process crashes, is killed or loses
+/// its network between acquiring and releasing, the key stays, and every later acquisition fails
+/// until someone deletes it by hand. `SETNX` followed by `EXPIRE` has the same hole between its two
 /// commands.
+///
+/// etcd fails the other way. Its lock service does not keep a lease-less lock forever: it attaches
+/// a lease of its own with a 60 s TTL and never renews it, so the lock key is deleted 60 s after it
+/// was taken. A holder still working then goes on without the lock, and nothing tells it; the next
+/// caller acquires. The deadline exists, but nobody chose it and nobody can keep it alive.
 ///
 /// Locks bound to a session, a transaction or a library default (PostgreSQL advisory locks,
 /// ZooKeeper, Consul sessions, DynamoDB lease defaults, Kubernetes leases) end with their owner and
@@ -29,6 +34,12 @@ use crate::sites::Ttl;
 /// let ok: Option<String> = redis::cmd("SET")
 ///     .arg("lock:import").arg(&token).arg("NX").arg("PX").arg(30_000)
 ///     .query_async(&mut con).await?;
+/// ```
+/// For etcd, a lease you grant, keep alive while you work and pass with the lock:
+/// ```rust
+/// let lease = client.lease_grant(30, None).await?;
+/// let (mut keeper, mut replies) = client.lease_keep_alive(lease.id()).await?;
+/// let lock = client.lock("jobs/import", Some(LockOptions::new().with_lease(lease.id()))).await?;
 /// ```
 /// or a lease with a fencing token from `fenced-lock`:
 /// ```rust
@@ -49,8 +60,15 @@ pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {
     };
     Some(Violation {
         span: c.site.span,
-        message: format!("{} acquires without a deadline: {reason}", lock_name(c)),
-        help: "set the expiry in the acquiring call itself (SET … NX PX <ms>, an etcd lease), so a crashed holder cannot keep the lock forever".into(),
+        message: format!(
+            "{} acquires without setting a deadline: {reason}",
+            lock_name(c)
+        ),
+        help: if c.site.library == "etcd" || c.site.backend.as_deref() == Some("etcd") {
+            "grant a lease with the TTL you need, keep it alive while you work (lease_keep_alive) and pass it with LockOptions::with_lease, so the lock ends when its holder does and not before".into()
+        } else {
+            "set the expiry in the acquiring call itself (SET … NX PX <ms>), so a crashed holder cannot keep the lock forever".into()
+        },
         ..Default::default()
     })
 }

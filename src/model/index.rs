@@ -175,7 +175,7 @@ impl FileIndex {
                         path,
                         quote::ToTokens::to_token_stream(&c.expr).to_string(),
                         module.clone(),
-                    ))
+                    ));
                 }
                 syn::Item::Static(s) => {
                     let path = format!("{module}::{}", s.ident);
@@ -186,7 +186,7 @@ impl FileIndex {
                         path,
                         quote::ToTokens::to_token_stream(&s.expr).to_string(),
                         module.clone(),
-                    ))
+                    ));
                 }
                 syn::Item::Impl(imp) => {
                     let Some(self_ty) = ty_of(&imp.self_ty, imports, None) else {

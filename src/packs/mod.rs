@@ -4,7 +4,7 @@
 //! with lockaudit are embedded at build time; users add their own from `lockaudit.toml`
 //! (`packs = ["path.toml"]` or inline `[[lock]]` entries, which use the `[[call]]` schema).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 use serde::Deserialize;
@@ -45,6 +45,18 @@ pub struct PackMeta {
     /// Functions, methods and macros that execute SQL text passed as an argument.
     #[serde(default)]
     pub sql_calls: Vec<String>,
+    /// Of those, the ones that run the text and drop its rows (`execute`, mysql's `query_drop`):
+    /// a try-lock's answer run through one never reaches the caller.
+    #[serde(default)]
+    pub sql_discarding_calls: Vec<String>,
+    /// Functions that wrap SQL text into a statement value (sea-orm's `Statement::from_string`):
+    /// a sql-call given one runs the text inside it.
+    #[serde(default)]
+    pub sql_statements: Vec<String>,
+    /// Methods called on the SQL text itself, given the connection (mysql_async's
+    /// `"SELECT GET_LOCK(?, 5)".with((name,)).first(&mut conn)`); `.with(params)` is looked through.
+    #[serde(default)]
+    pub sql_receiver_calls: Vec<String>,
     /// Functions that start a raw command (`redis::cmd`), for `[[command]]` entries.
     #[serde(default)]
     pub command_builders: Vec<String>,
@@ -95,6 +107,9 @@ pub struct TypeDef {
     /// Methods that return another type the analysis should follow (`lock_client = "etcd_client::LockClient"`).
     #[serde(default)]
     pub methods: BTreeMap<String, String>,
+    /// Macros whose expansion is a value of this type (`sqlx::migrate` for `sqlx::migrate!()`).
+    #[serde(default)]
+    pub macros: Vec<String>,
     /// The store this type talks to, when the pack covers several (`fenced_lock::RedisBackend`:
     /// `redis`); otherwise the pack's `backend`.
     #[serde(default)]
@@ -205,6 +220,14 @@ pub struct CallDef {
     pub ttl_field: Option<TtlField>,
     #[serde(default)]
     pub lease_arg: Option<usize>,
+    /// With `lease-arg`: the lease, in seconds, the server attaches when the call passes none and
+    /// that nobody renews (etcd's lock service: 60). Such a lock expires while held.
+    #[serde(default)]
+    pub server_lease_s: Option<u64>,
+    /// The argument that is a lease id itself (etcd's `campaign(name, value, lease_id)`), followed
+    /// back to the lease-grant call whose TTL is the deadline; a literal `0` is no lease.
+    #[serde(default)]
+    pub lease_id_arg: Option<usize>,
     /// The argument holding an options builder (`SetOptions::default().conditional_set(..)`), read by
     /// `when` and `ttl-flags`.
     #[serde(default)]
@@ -212,6 +235,22 @@ pub struct CallDef {
     /// The call is this kind only if the options argument names all of these (`NX`).
     #[serde(default)]
     pub when: Vec<String>,
+    /// The call is this kind only if the options argument (followed through the locals it is
+    /// built from) holds a call matching each of these patterns: a path matched by its last
+    /// segments, then arguments compared as written, `_` matching any
+    /// (`Compare::create_revision(_, CompareOp::Equal, 0)`).
+    #[serde(default)]
+    pub when_calls: Vec<String>,
+    /// The argument that is a URL (an HTTP request: `client.put(url)`), read as a template:
+    /// literals, `format!`, `+` and locals, with what is not known written `{expr}`.
+    #[serde(default)]
+    pub url_arg: Option<usize>,
+    /// The call is this kind only if the URL's text contains all of these (`/v1/kv/`, `acquire=`).
+    #[serde(default)]
+    pub url_contains: Vec<String>,
+    /// The lock's key is the URL's text after this, up to its query (`/v1/kv/`).
+    #[serde(default)]
+    pub url_key_after: Option<String>,
     /// Expiry variants in the options argument (`SetExpiry::PX(ms)`) and their units.
     #[serde(default)]
     pub ttl_flags: BTreeMap<String, FlagUnit>,
@@ -237,6 +276,13 @@ pub struct CallDef {
     /// Whether this call's store has consensus, where it differs from the pack's `consensus`.
     #[serde(default)]
     pub consensus: Option<bool>,
+    /// What the library takes this lock for, when it is the library's own (sqlx's migrator
+    /// serialises migrations): the site's purpose unless the code or the config says otherwise.
+    #[serde(default)]
+    pub purpose: Option<crate::directives::DeclaredPurpose>,
+    /// With `purpose = "correctness"`: what keeps a stale holder out, as `fenced-by = "…"` would.
+    #[serde(default)]
+    pub fenced_by: Option<String>,
     /// For a wrapper of the analysed crate (inferred, or declared with `[[lock]]`): its path,
     /// reported as `via`.
     #[serde(skip)]
@@ -279,8 +325,14 @@ impl CallDef {
             ttl_unit: TtlUnit::Ms,
             ttl_field: None,
             lease_arg: None,
+            server_lease_s: None,
+            lease_id_arg: None,
             options_arg: None,
             when: Vec::new(),
+            when_calls: Vec::new(),
+            url_arg: None,
+            url_contains: Vec::new(),
+            url_key_after: None,
             ttl_flags: BTreeMap::new(),
             deadline: DeadlineRule::Implicit,
             returns: w.returns,
@@ -293,6 +345,8 @@ impl CallDef {
             // The primitive's store, not the pack's default: a wrapper around fenced-lock's Redis
             // backend has no consensus.
             consensus: Some(w.consensus),
+            purpose: None,
+            fenced_by: None,
             via: Some(w.via.clone()),
             inherit: Some(Inherited {
                 ttl_ms: w.ttl_ms,
@@ -351,6 +405,10 @@ pub struct SqlDef {
     pub function: String,
     pub kind: CallKind,
     pub scope: SqlScope,
+    /// For a try: the 0-based argument that is how long it waits, where a negative literal means
+    /// "forever" (MySQL's `GET_LOCK(name, -1)`): then it cannot time out and is a plain acquire.
+    #[serde(default)]
+    pub wait_arg: Option<usize>,
 }
 
 impl Pack {
@@ -407,16 +465,44 @@ impl Pack {
                 && c.ttl_arg.is_none()
                 && c.ttl_field.is_none()
                 && c.lease_arg.is_none()
+                && c.lease_id_arg.is_none()
                 && (c.options_arg.is_none() || c.ttl_flags.is_empty())
             {
                 return Err(bad(format!(
                     "{at}has `deadline = \"required\"` but no `ttl-arg`, `ttl-field`, `lease-arg` or `options-arg` with `ttl-flags` to read it from"
                 )));
             }
+            if c.fenced_by.is_some()
+                && c.purpose != Some(crate::directives::DeclaredPurpose::Correctness)
+            {
+                return Err(bad(format!(
+                    "{at}has `fenced-by` but not `purpose = \"correctness\"`"
+                )));
+            }
             if !c.when.is_empty() && c.options_arg.is_none() {
                 return Err(bad(format!(
                     "{at}has `when` but no `options-arg` to look in"
                 )));
+            }
+            if (!c.url_contains.is_empty() || c.url_key_after.is_some()) && c.url_arg.is_none() {
+                return Err(bad(format!(
+                    "{at}has `url-contains` or `url-key-after` but no `url-arg` to read"
+                )));
+            }
+            if !c.when_calls.is_empty() && c.options_arg.is_none() {
+                return Err(bad(format!(
+                    "{at}has `when-calls` but no `options-arg` to look in"
+                )));
+            }
+            for p in &c.when_calls {
+                if !matches!(
+                    syn::parse_str::<syn::Expr>(p),
+                    Ok(syn::Expr::Call(_) | syn::Expr::Path(_))
+                ) {
+                    return Err(bad(format!(
+                        "{at}`when-calls` entry `{p}` is not a call pattern like `Type::f(_, 0)`"
+                    )));
+                }
             }
         }
         for (i, c) in self.commands.iter().enumerate() {
@@ -479,6 +565,8 @@ pub struct PackSet {
     pub constructors: HashMap<String, Vec<String>>,
     /// (canonical type path, method) -> the type the method returns.
     pub method_returns: HashMap<(String, String), String>,
+    /// Macro path -> the canonical type its expansion is.
+    pub macro_types: HashMap<String, String>,
     /// Command builder function path -> packs with `[[command]]` entries.
     pub command_builders: HashMap<String, Vec<usize>>,
     /// Pipeline builder function path -> packs with `[[command]]` entries.
@@ -487,6 +575,10 @@ pub struct PackSet {
     pub sql_functions: HashMap<String, (usize, usize)>,
     /// Names of calls that run SQL text.
     pub sql_calls: HashMap<String, usize>,
+    /// Last segments of the functions that wrap SQL text into a statement.
+    pub sql_statements: HashSet<String>,
+    /// Methods called on SQL text with the connection as argument.
+    pub sql_receiver_calls: HashSet<String>,
     /// Path prefixes that name a library through another crate -> the library's own prefix.
     pub crate_aliases: Vec<(String, String)>,
     /// Script builder function path -> the pack.
@@ -522,6 +614,9 @@ impl PackSet {
                     set.types.insert(p.clone(), (pi, t.path.clone()));
                     set.constructors.insert(p.clone(), ctors.clone());
                 }
+                for m in &t.macros {
+                    set.macro_types.insert(m.clone(), t.path.clone());
+                }
                 for (m, ret) in &t.methods {
                     set.method_returns
                         .insert((t.path.clone(), m.clone()), ret.clone());
@@ -552,6 +647,12 @@ impl PackSet {
             for (si, s) in pack.sql.iter().enumerate() {
                 set.sql_functions
                     .insert(s.function.to_ascii_lowercase(), (pi, si));
+            }
+            set.sql_receiver_calls
+                .extend(pack.pack.sql_receiver_calls.iter().cloned());
+            for c in &pack.pack.sql_statements {
+                set.sql_statements
+                    .insert(c.rsplit("::").next().unwrap_or(c).to_string());
             }
             for c in &pack.pack.sql_calls {
                 set.sql_calls.insert(c.clone(), pi);
@@ -616,5 +717,64 @@ impl PackSet {
         self.types.keys().any(|p| p.starts_with(&prefix))
             || self.functions.keys().any(|p| p.starts_with(&prefix))
             || self.command_builders.keys().any(|p| p.starts_with(&prefix))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str =
+        "[pack]\nname = \"t\"\nconsensus = true\nfencing = \"none\"\nrelease = \"explicit\"\n";
+
+    fn parse(body: &str) -> Result<Pack, ToolError> {
+        Pack::parse(Path::new("t.toml"), &format!("{HEAD}{body}"))
+    }
+
+    #[test]
+    fn when_calls_need_an_options_arg_and_call_patterns() {
+        let call = "[[call]]\nkind = \"try-acquire\"\nreceiver = \"x::C\"\nmethod = \"txn\"\n";
+        let err = parse(&format!("{call}when-calls = [\"T::put\"]\n")).unwrap_err();
+        assert!(err.to_string().contains("no `options-arg`"), "{err}");
+        let err = parse(&format!("{call}options-arg = 0\nwhen-calls = [\"1 + \"]\n")).unwrap_err();
+        assert!(err.to_string().contains("not a call pattern"), "{err}");
+        let ok = parse(&format!(
+            "{call}options-arg = 0\nwhen-calls = [\"Compare::version(_, CompareOp::Equal, 0)\", \"TxnOp::put(KEY, _, _)\"]\n"
+        ))
+        .expect("valid");
+        assert_eq!(ok.calls[0].when_calls.len(), 2);
+    }
+
+    #[test]
+    fn fenced_by_needs_a_correctness_purpose() {
+        let call = "[[call]]\nkind = \"acquire\"\nreceiver = \"x::M\"\nmethod = \"run\"\n";
+        let err = parse(&format!(
+            "{call}purpose = \"efficiency\"\nfenced-by = \"x\"\n"
+        ))
+        .unwrap_err();
+        assert!(err.to_string().contains("fenced-by"), "{err}");
+        let ok = parse(&format!(
+            "{call}purpose = \"correctness\"\nfenced-by = \"x\"\n"
+        ))
+        .expect("valid");
+        assert_eq!(ok.calls[0].fenced_by.as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn lease_id_arg_satisfies_a_required_deadline() {
+        let call = "[[call]]\nkind = \"acquire\"\nreceiver = \"x::E\"\nmethod = \"campaign\"\ndeadline = \"required\"\n";
+        assert!(parse(call).is_err());
+        assert!(parse(&format!("{call}lease-id-arg = 2\nserver-lease-s = 60\n")).is_ok());
+    }
+
+    #[test]
+    fn builtin_packs_parse_and_index() {
+        let packs = builtin().expect("embedded packs are valid");
+        let set = PackSet::new(packs).expect("unique names");
+        assert_eq!(
+            set.macro_types.get("sqlx::migrate").map(String::as_str),
+            Some("sqlx::migrate::Migrator")
+        );
+        assert!(set.sql_functions.contains_key("get_lock"));
     }
 }

@@ -183,6 +183,10 @@ impl Holding {
         if self.names.iter().any(|n| e.mentions.contains(n)) {
             return true;
         }
+        // Revoking the lease the lock is attached to deletes the lock's key.
+        if e.kind == CallKind::Release && self.lease_names.iter().any(|n| e.mentions.contains(n)) {
+            return true;
+        }
         match (&self.key, &e.key) {
             (Some(a), Some(b)) => a == b,
             // Session advisory locks are released by key in SQL we cannot match: any unlock counts.
@@ -271,9 +275,11 @@ impl<'a> Facts<'a> {
 
     /// Events acting on the holding's names or key, in order of position, each once.
     fn acting_on(&self, h: &Holding) -> Vec<usize> {
+        // The lock's lease too: revoking it releases the lock (see `Holding::acts_on`).
         let mut out: Vec<usize> = h
             .names
             .iter()
+            .chain(h.lease_names.iter())
             .filter_map(|n| self.by_mention.get(n.as_str()))
             .chain(h.key.as_deref().and_then(|k| self.by_key.get(k)))
             .flatten()

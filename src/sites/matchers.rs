@@ -30,7 +30,7 @@ pub(super) struct Matched<'a> {
     /// Outward chain levels that belong to the call itself (a raw command's `.arg(..)`s).
     pub consumed: usize,
     /// Set when the executing call throws away the result that says whether the lock was taken.
-    pub discarded: Option<&'static str>,
+    pub discarded: Option<String>,
     /// Identifiers in the receiver and arguments.
     pub mentions: HashSet<String>,
     pub owner_checked: bool,
@@ -53,6 +53,8 @@ pub(super) struct Matched<'a> {
     pub via: Option<String>,
     /// A lock command whose reply comes when its pipeline runs.
     pub pipeline: Option<super::pipeline::PipeRun>,
+    /// The purpose the library declares for its own lock, with what fences it.
+    pub purpose: Option<(crate::directives::DeclaredPurpose, Option<String>)>,
 }
 
 impl<'a> Matched<'a> {
@@ -83,6 +85,7 @@ impl<'a> Matched<'a> {
             lease_names: HashSet::new(),
             via: None,
             pipeline: None,
+            purpose: None,
         }
     }
 }
@@ -124,8 +127,9 @@ pub(super) fn match_site<'a>(
                 // next call drops it.
                 let next = outward.len().checked_sub(consumed + 1).map(|i| outward[i]);
                 if matches!(next, Some(Expr::MethodCall(n)) if n.method == "ignore") {
-                    found.discarded =
-                        Some("`ignore` drops the reply that says whether the lock was taken");
+                    found.discarded = Some(
+                        "`ignore` drops the reply that says whether the lock was taken".into(),
+                    );
                 } else {
                     found.returns = Returns::Value;
                     found.pipeline = Some(super::pipeline::PipeRun {
@@ -138,6 +142,27 @@ pub(super) fn match_site<'a>(
                 // `pool.execute("SELECT pg_advisory_lock(1)")`: the receiver runs it.
                 return match_sql(w, &args, Span::of(&m.method), &m.method.to_string())
                     .map(|found| on_pool(w, found, Some(&m.receiver)));
+            }
+            if w.cx
+                .packs
+                .sql_receiver_calls
+                .contains(&m.method.to_string())
+            {
+                // `"SELECT GET_LOCK(?, 5)".with((name,)).first(&mut conn)`: the text runs itself.
+                let mut text = &*m.receiver;
+                while let Expr::MethodCall(inner) = text
+                    && inner.method == "with"
+                {
+                    text = &inner.receiver;
+                }
+                let sql = eval::eval_str(text, w)?;
+                let span = if is_literal(text) {
+                    Span::of(text)
+                } else {
+                    Span::of(&m.method)
+                };
+                return sql_match(w, &sql, span, &m.method.to_string())
+                    .map(|found| on_pool(w, found, m.args.first()));
             }
             None
         }
@@ -154,7 +179,12 @@ pub(super) fn match_site<'a>(
                 for &r in refs {
                     let def = w.cx.packs.call(r);
                     if options_match(w, def, &args) {
-                        return Some(build(w, r, def, &args, None, name_span, api_of_path(&path)));
+                        let mut found =
+                            build(w, r, def, &args, None, name_span, api_of_path(&path));
+                        if found.key.is_none() {
+                            found.key = url_key(w, def, &args);
+                        }
+                        return Some(found);
                     }
                 }
             }
@@ -272,6 +302,9 @@ fn match_method<'a>(
                 span,
                 format!("{owner}::{name}"),
             );
+            if found.key.is_none() {
+                found.key = when_key(w, def, args).or_else(|| url_key(w, def, args));
+            }
             found.backend = rty
                 .as_ref()
                 .filter(|t| receiver_is(w, def, t))
@@ -351,18 +384,253 @@ fn trait_in_scope(w: &Walker<'_, '_>, t: &str) -> bool {
             .any(|a| w.imports.trait_in_scope(&a))
 }
 
-/// Options-builder conditions (`conditional_set(ExistenceCheck::NX)`).
+/// Options-builder conditions (`conditional_set(ExistenceCheck::NX)`, and the calls `when-calls`
+/// asks for).
 fn options_match(w: &Walker<'_, '_>, def: &CallDef, args: &[&Expr]) -> bool {
-    if def.when.is_empty() {
+    if !def.url_contains.is_empty() {
+        let Some(url) = def
+            .url_arg
+            .and_then(|i| args.get(i))
+            .and_then(|u| url_template(w, u, 0))
+        else {
+            return false;
+        };
+        if !def
+            .url_contains
+            .iter()
+            .all(|part| url.contains(part.as_str()))
+        {
+            return false;
+        }
+    }
+    if def.when.is_empty() && def.when_calls.is_empty() {
         return true;
     }
     let Some(opt) = def.options_arg.and_then(|i| args.get(i)) else {
         return false;
     };
+    if !def.when_calls.is_empty() && when_calls(w, def, opt).is_none() {
+        return false;
+    }
     let names = ttl::names_in(w, opt);
     def.when
         .iter()
         .all(|wanted| names.iter().any(|n| n.eq_ignore_ascii_case(wanted)))
+}
+
+/// An HTTP lock's key, read from its URL after `url-key-after` up to the query, kept as a
+/// string literal so that the acquire and the release of one key compare equal.
+fn url_key<'a>(w: &Walker<'a, '_>, def: &CallDef, args: &[&'a Expr]) -> Option<&'a Expr> {
+    let marker = def.url_key_after.as_deref()?;
+    let url = url_template(w, args.get(def.url_arg?)?, 0)?;
+    let (_, rest) = url.split_once(marker)?;
+    let key = rest.split(['?', '#']).next().unwrap_or(rest);
+    (!key.is_empty()).then(|| {
+        w.keep(Expr::Lit(syn::ExprLit {
+            attrs: Vec::new(),
+            lit: syn::Lit::Str(syn::LitStr::new(key, proc_macro2::Span::call_site())),
+        }))
+    })
+}
+
+/// A URL as text: literals as written, `format!` and `+` joined, locals followed to what they
+/// were bound to, anything else as `{expr}`, so that fixed parts (`/v1/kv/`, `?acquire=`) can be
+/// looked for and two URLs built from the same names compare equal.
+fn url_template(w: &Walker<'_, '_>, e: &Expr, depth: usize) -> Option<String> {
+    if depth > 16 {
+        return None;
+    }
+    let hole = |e: &Expr| {
+        let t = quote::ToTokens::to_token_stream(e)
+            .to_string()
+            .replace(' ', "");
+        format!("{{{t}}}")
+    };
+    let rec = |x: &Expr| url_template(w, x, depth + 1);
+    Some(match e {
+        Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(s),
+            ..
+        }) => s.value(),
+        Expr::Reference(r) => rec(&r.expr)?,
+        Expr::Paren(p) => rec(&p.expr)?,
+        Expr::Group(g) => rec(&g.expr)?,
+        Expr::Try(t) => rec(&t.expr)?,
+        Expr::Binary(b) if matches!(b.op, syn::BinOp::Add(_)) => rec(&b.left)? + &rec(&b.right)?,
+        Expr::MethodCall(m)
+            if matches!(
+                m.method.to_string().as_str(),
+                "as_str" | "to_string" | "to_owned" | "clone" | "into" | "as_ref"
+            ) =>
+        {
+            rec(&m.receiver)?
+        }
+        // `base.join(&format!("v1/kv/{key}"))`, `Url::parse(&url)`.
+        Expr::MethodCall(m) if m.method == "join" && m.args.len() == 1 => {
+            rec(&m.receiver)? + "/" + &rec(&m.args[0])?
+        }
+        Expr::Call(c)
+            if c.args.len() == 1
+                && matches!(&*c.func, Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "parse")) =>
+        {
+            rec(&c.args[0])?
+        }
+        Expr::Path(p) if p.path.get_ident().is_some() => {
+            let name = p.path.get_ident()?.to_string();
+            match w.local_init(&name) {
+                Some(init) => rec(init)?,
+                None => eval::eval_str(e, w).unwrap_or_else(|| format!("{{{name}}}")),
+            }
+        }
+        Expr::Macro(m)
+            if m.mac
+                .path
+                .segments
+                .last()
+                .is_some_and(|s| s.ident == "format") =>
+        {
+            let args = w.macro_exprs(&m.mac)?;
+            let mut args = args.iter();
+            let fmt = match args.next()? {
+                Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(s),
+                    ..
+                }) => s.value(),
+                _ => return None,
+            };
+            let mut out = String::new();
+            let mut rest = fmt.as_str();
+            while let Some(i) = rest.find(['{', '}']) {
+                out.push_str(&rest[..i]);
+                let tail = &rest[i..];
+                if tail.starts_with("{{") || tail.starts_with("}}") {
+                    out.push_str(&tail[..1]);
+                    rest = &tail[2..];
+                    continue;
+                }
+                if let Some(after) = tail.strip_prefix('}') {
+                    out.push('}');
+                    rest = after;
+                    continue;
+                }
+                let end = tail.find('}').unwrap_or(tail.len() - 1);
+                let inner = &tail[1..end];
+                let name = inner.split(':').next().unwrap_or("").trim();
+                if name.is_empty() || name.chars().all(|c| c.is_ascii_digit()) {
+                    match args.next() {
+                        Some(a) => out.push_str(&rec(a).unwrap_or_else(|| hole(a))),
+                        None => out.push_str("{?}"),
+                    }
+                } else {
+                    // An inline capture (`{key}`): a local or a parameter of that name.
+                    match w.local_init(name) {
+                        Some(init) => {
+                            out.push_str(&rec(init).unwrap_or_else(|| format!("{{{name}}}")))
+                        }
+                        None => out.push_str(&format!("{{{name}}}")),
+                    }
+                }
+                rest = &tail[end + 1..];
+            }
+            out.push_str(rest);
+            out
+        }
+        other => eval::eval_str(other, w).unwrap_or_else(|| hole(other)),
+    })
+}
+
+/// Do the calls `when-calls` asks for all appear in the options argument? `Some` with the
+/// argument a pattern marks `KEY` (`TxnOp::put(KEY, _, _)`), which is the lock's key.
+fn when_calls<'a>(w: &Walker<'a, '_>, def: &CallDef, opt: &'a Expr) -> Option<Option<&'a Expr>> {
+    let calls = ttl::calls_in(w, opt);
+    let mut key = None;
+    for p in &def.when_calls {
+        let pat = syn::parse_str::<Expr>(p).ok()?;
+        if !calls.iter().any(|c| call_matches(w, &pat, c, &mut key)) {
+            return None;
+        }
+    }
+    Some(key)
+}
+
+/// The lock's key a `when-calls` pattern marks, for a call that has no `key-arg`.
+fn when_key<'a>(w: &Walker<'a, '_>, def: &CallDef, args: &[&'a Expr]) -> Option<&'a Expr> {
+    if def.when_calls.is_empty() {
+        return None;
+    }
+    when_calls(w, def, def.options_arg.and_then(|i| args.get(i).copied())?)?
+}
+
+/// Does a call match a `when-calls` pattern? The pattern's path must end the call's resolved path
+/// (`TxnOp::put` matches `etcd_client::TxnOp::put`); its arguments, when it lists any, match one
+/// for one: `_` any, `KEY` any (and is captured as the key), otherwise the same tokens or the
+/// same constant value.
+fn call_matches<'a>(
+    w: &Walker<'a, '_>,
+    pat: &Expr,
+    call: &'a syn::ExprCall,
+    key: &mut Option<&'a Expr>,
+) -> bool {
+    let (pat_path, pat_args) = match pat {
+        Expr::Call(c) => match &*c.func {
+            Expr::Path(p) => (&p.path, Some(&c.args)),
+            _ => return false,
+        },
+        Expr::Path(p) => (&p.path, None),
+        _ => return false,
+    };
+    let Expr::Path(f) = &*call.func else {
+        return false;
+    };
+    let want: Vec<String> = pat_path
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect();
+    let path = w.resolve(&f.path);
+    let have: Vec<&str> = path.split("::").collect();
+    if have.len() < want.len()
+        || !have.ends_with(&want.iter().map(String::as_str).collect::<Vec<_>>())
+    {
+        return false;
+    }
+    let Some(pat_args) = pat_args else {
+        return true;
+    };
+    if pat_args.len() != call.args.len() {
+        return false;
+    }
+    let tokens = |e: &Expr| quote::ToTokens::to_token_stream(e).to_string();
+    let mut captured = None;
+    let all = pat_args.iter().zip(call.args.iter()).all(|(p, a)| {
+        if matches!(p, Expr::Infer(_)) || tokens(p) == "_" {
+            return true;
+        }
+        if tokens(p) == "KEY" {
+            captured = Some(a);
+            return true;
+        }
+        if let Expr::Path(pp) = p
+            && let Expr::Path(ap) = a
+        {
+            // `CompareOp::Equal` however the code imported it.
+            let last = |x: &syn::Path| x.segments.last().map(|s| s.ident.to_string());
+            return last(&pp.path) == last(&ap.path)
+                && (pp.path.segments.len() == 1
+                    || w.resolve(&ap.path).ends_with(&tokens(p).replace(' ', "")));
+        }
+        if let Expr::Lit(_) = p {
+            return eval::eval(p, w)
+                .and_then(|v| v.as_f64())
+                .is_some_and(|n| eval::eval(a, w).and_then(|v| v.as_f64()) == Some(n))
+                || tokens(p) == tokens(a);
+        }
+        tokens(p) == tokens(a)
+    });
+    if all && captured.is_some() {
+        *key = captured;
+    }
+    all
 }
 
 fn build<'a>(
@@ -393,10 +661,12 @@ fn build<'a>(
                 && !matches!(def.returns, Returns::Bool | Returns::ResultBool),
         release: def.release,
         consensus: def.consensus,
+        purpose: def.purpose.map(|p| (p, def.fenced_by.clone())),
         lease_names: def
             .lease_arg
+            .or(def.lease_id_arg)
             .and_then(|i| args.get(i))
-            .map(|a| idents_in(a))
+            .map(|a| ttl::lease_names(w, a))
             .unwrap_or_default(),
         ..Matched::plain(r.pack, api, def.kind, span)
     };
@@ -774,7 +1044,7 @@ fn match_sql<'a>(
 /// given (`let sql = match mode { Wait => "…lock…", Try => "…try_lock…" }`), or the text of the
 /// statement it was prepared from (`let stmt = client.prepare(sql).await?`).
 fn sql_texts(w: &Walker<'_, '_>, a: &Expr, depth: usize) -> Vec<String> {
-    if let Some(text) = eval::eval_str(a, w) {
+    if let Some(text) = eval::eval_str(a, w).or_else(|| statement_sql(w, a)) {
         return vec![text];
     }
     if depth > 4 {
@@ -836,6 +1106,29 @@ fn prepared_from(e: &Expr) -> Option<&Expr> {
     }
 }
 
+/// The SQL inside a statement value (`Statement::from_string(DbBackend::Postgres, sql)`, also
+/// bound to a local first): the first of its arguments that is text.
+fn statement_sql(w: &Walker<'_, '_>, e: &Expr) -> Option<String> {
+    let mut cur = e;
+    for _ in 0..8 {
+        cur = match cur {
+            Expr::Reference(r) => &r.expr,
+            Expr::Paren(p) => &p.expr,
+            Expr::Path(p) => w.local_init(&p.path.get_ident()?.to_string())?,
+            Expr::Call(c) => {
+                let Expr::Path(f) = &*c.func else { return None };
+                let last = f.path.segments.last()?.ident.to_string();
+                if !w.cx.packs.sql_statements.contains(&last) {
+                    return None;
+                }
+                return c.args.iter().find_map(|a| eval::eval_str(a, w));
+            }
+            _ => return None,
+        };
+    }
+    None
+}
+
 /// The methods that run a built statement on the executor they are given (sqlx's `Execute`).
 const EXECUTING: &[&str] = &[
     "execute",
@@ -892,18 +1185,18 @@ fn sql_match<'a>(
     call_name: &str,
 ) -> Option<Matched<'a>> {
     let funcs = sql_functions(text);
-    let mut best: Option<(usize, usize, &String)> = None;
+    let mut best: Option<(usize, usize)> = None;
     for f in &funcs {
         if let Some(&(pi, si)) = w.cx.packs.sql_functions.get(f.as_str()) {
             let kind = w.cx.packs.packs[pi].sql[si].kind;
             if kind.is_acquisition() {
-                best = Some((pi, si, f));
+                best = Some((pi, si));
                 break;
             }
-            best.get_or_insert((pi, si, f));
+            best.get_or_insert((pi, si));
         }
     }
-    let (pi, si, f) = best?;
+    let (pi, si) = best?;
     let def = &w.cx.packs.packs[pi].sql[si];
     let pack = &w.cx.packs.packs[pi].pack;
     let fencing = match def.scope {
@@ -911,7 +1204,18 @@ fn sql_match<'a>(
         SqlScope::Session if pack.fencing == PackFencing::Token => Fencing::Token,
         SqlScope::Session => Fencing::None,
     };
-    let try_kind = def.kind == CallKind::TryAcquire;
+    // `GET_LOCK(name, -1)` waits forever: it answers 1 or fails, like a blocking acquire.
+    let waits_forever = def.wait_arg.is_some_and(|i| {
+        sql_args(text, &def.function)
+            .and_then(|args| args.get(i).map(|a| a.trim().starts_with('-')))
+            .unwrap_or(false)
+    });
+    let kind = if waits_forever {
+        CallKind::Acquire
+    } else {
+        def.kind
+    };
+    let try_kind = kind == CallKind::TryAcquire;
     Some(Matched {
         fencing,
         returns: if try_kind {
@@ -919,11 +1223,48 @@ fn sql_match<'a>(
         } else {
             Returns::Result
         },
-        discarded: (try_kind && matches!(call_name, "execute" | "batch_execute"))
-            .then_some("`execute` discards the boolean that says whether the lock was taken"),
+        discarded: (try_kind && pack.sql_discarding_calls.iter().any(|c| c == call_name)).then(
+            || format!("`{call_name}` discards the answer that says whether the lock was taken"),
+        ),
         sql: true,
-        ..Matched::plain(pi, f.clone(), def.kind, span)
+        ..Matched::plain(pi, def.function.clone(), kind, span)
     })
+}
+
+/// The top-level arguments of the first call of `function` in SQL text (`GET_LOCK(?, -1)`:
+/// `["?", " -1"]`); case-insensitive.
+fn sql_args(text: &str, function: &str) -> Option<Vec<String>> {
+    let lower = text.to_ascii_lowercase();
+    let name = function.to_ascii_lowercase();
+    let mut from = 0;
+    let start = loop {
+        let i = from + lower[from..].find(&name)?;
+        let before_ok = i == 0
+            || !lower.as_bytes()[i - 1].is_ascii_alphanumeric() && lower.as_bytes()[i - 1] != b'_';
+        let rest = lower[i + name.len()..].trim_start();
+        if before_ok && rest.starts_with('(') {
+            break lower.len() - rest.len() + 1;
+        }
+        from = i + name.len();
+    };
+    let (mut depth, mut args, mut cur) = (0usize, Vec::new(), String::new());
+    for c in text[start..].chars() {
+        match c {
+            '(' => depth += 1,
+            ')' if depth == 0 => {
+                args.push(cur);
+                return Some(args);
+            }
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                args.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    None
 }
 
 /// Lower-case names of the SQL functions called in `text` (an identifier followed by `(`).
@@ -978,6 +1319,15 @@ pub(super) fn pack_return_type(
     None
 }
 
+/// The type a pack declares for a macro's expansion (`sqlx::migrate!()` is a `Migrator`).
+pub(super) fn pack_macro_type(w: &Walker<'_, '_>, m: &syn::ExprMacro) -> Option<Ty> {
+    let path = w.resolve(&m.mac.path);
+    w.cx.packs
+        .macro_types
+        .get(&path)
+        .map(|t| Ty::simple(t.clone()))
+}
+
 pub(super) fn pack_fn_return_type(w: &Walker<'_, '_>, path: &str) -> Option<Ty> {
     for &r in w.cx.packs.functions.get(path)? {
         if let Some(ret) = &w.cx.packs.call(r).returns_type {
@@ -985,4 +1335,17 @@ pub(super) fn pack_fn_return_type(w: &Walker<'_, '_>, path: &str) -> Option<Ty> 
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sql_args_split_at_top_level() {
+        assert_eq!(
+            super::sql_args("SELECT get_lock(CONCAT('a', ?), -1)", "GET_LOCK"),
+            Some(vec!["CONCAT('a', ?)".to_string(), " -1".to_string()])
+        );
+        assert_eq!(super::sql_args("SELECT is_get_lock(1)", "GET_LOCK"), None);
+        assert_eq!(super::sql_args("SELECT GET_LOCK", "GET_LOCK"), None);
+    }
 }

@@ -107,6 +107,9 @@ pub struct Site {
     /// The primitive inside a wrapper: purpose, fencing and consensus are judged at the wrapper's
     /// call sites instead.
     pub wrapped: bool,
+    /// The purpose its library declares for the lock (and what fences it), below the code's and
+    /// the config's own word.
+    pub library_purpose: Option<(crate::directives::DeclaredPurpose, Option<String>)>,
 }
 
 /// `SystemTime::now()` and friends used for a lock's expiry.

@@ -58,8 +58,11 @@ pub(super) fn for_call<'a>(
             }
         };
     }
+    if let Some(i) = def.lease_id_arg {
+        return lease_id_ttl(w, args.get(i).copied(), method, def.server_lease_s);
+    }
     if let Some(i) = def.lease_arg {
-        return lease_ttl(w, args.get(i).copied(), method);
+        return lease_ttl(w, args.get(i).copied(), method, def.server_lease_s);
     }
     if def.options_arg.is_some() && !def.ttl_flags.is_empty() {
         let opt = def.options_arg.and_then(|i| args.get(i)).copied();
@@ -111,6 +114,14 @@ fn reachable<'a>(w: &Walker<'a, '_>, roots: &[&'a Expr]) -> Vec<&'a Expr> {
             break;
         }
         out.push(e);
+        // `vec![TxnOp::put(key, v, Some(opts))]`: a macro's arguments are expressions too.
+        let mut macros = Macros::default();
+        macros.visit_expr(e);
+        for m in macros.0 {
+            if let Some(args) = w.macro_exprs(m) {
+                todo.extend(args.iter());
+            }
+        }
         let mut idents = Idents::default();
         idents.visit_expr(e);
         for name in idents.0 {
@@ -122,6 +133,16 @@ fn reachable<'a>(w: &Walker<'a, '_>, roots: &[&'a Expr]) -> Vec<&'a Expr> {
         }
     }
     out
+}
+
+/// The macros in an expression, not inside one another.
+#[derive(Default)]
+struct Macros<'a>(Vec<&'a syn::Macro>);
+
+impl<'a> Visit<'a> for Macros<'a> {
+    fn visit_macro(&mut self, m: &'a syn::Macro) {
+        self.0.push(m);
+    }
 }
 
 #[derive(Default)]
@@ -190,6 +211,45 @@ fn find_struct_field<'a>(
 }
 
 /// Idents and path segments in an options expression (`conditional_set(ExistenceCheck::NX)`).
+/// The names a lock's lease goes by: those in the lease argument, and those in the lease ids its
+/// options carry (`with_lease(lease.id())` in a `Txn` built from locals).
+pub(super) fn lease_names(w: &Walker<'_, '_>, arg: &Expr) -> std::collections::HashSet<String> {
+    struct WithLease(std::collections::HashSet<String>);
+    impl<'a> Visit<'a> for WithLease {
+        fn visit_expr_method_call(&mut self, m: &'a syn::ExprMethodCall) {
+            if m.method == "with_lease"
+                && let Some(a) = m.args.first()
+            {
+                self.0.extend(super::walk::idents_in(a));
+            }
+            syn::visit::visit_expr_method_call(self, m);
+        }
+    }
+    let mut wl = WithLease(super::walk::idents_in(arg));
+    for e in reachable(w, &[arg]) {
+        wl.visit_expr(e);
+    }
+    // Locals only: `Some`, `None` and constants name no lease.
+    wl.0.retain(|n| n.starts_with(|c: char| c.is_ascii_lowercase() || c == '_'));
+    wl.0
+}
+
+/// The function calls in an expression and the locals it is built from.
+pub(super) fn calls_in<'a>(w: &Walker<'a, '_>, e: &'a Expr) -> Vec<&'a syn::ExprCall> {
+    struct Calls<'a>(Vec<&'a syn::ExprCall>);
+    impl<'a> Visit<'a> for Calls<'a> {
+        fn visit_expr_call(&mut self, c: &'a syn::ExprCall) {
+            self.0.push(c);
+            syn::visit::visit_expr_call(self, c);
+        }
+    }
+    let mut c = Calls(Vec::new());
+    for x in reachable(w, &[e]) {
+        c.visit_expr(x);
+    }
+    c.0
+}
+
 pub(super) fn names_in(w: &Walker<'_, '_>, e: &Expr) -> Vec<String> {
     struct Names(Vec<String>);
     impl<'ast> Visit<'ast> for Names {
@@ -264,11 +324,21 @@ fn options_ttl<'a>(w: &Walker<'a, '_>, def: &CallDef, opt: Option<&'a Expr>, met
 }
 
 /// etcd: `lock(name, Some(LockOptions::new().with_lease(id)))`, with `id` from a `lease_grant(ttl, ..)`.
-fn lease_ttl<'a>(w: &Walker<'a, '_>, arg: Option<&'a Expr>, method: &str) -> Ttl {
-    let none = || Ttl::Missing {
-        reason: format!(
-            "`{method}` without a lease: the lock key is never expired, so a dead holder keeps it"
+fn lease_ttl<'a>(
+    w: &Walker<'a, '_>,
+    arg: Option<&'a Expr>,
+    method: &str,
+    server_lease_s: Option<u64>,
+) -> Ttl {
+    // What becomes of a lock taken without a lease is the store's doing.
+    let fate = match server_lease_s {
+        Some(s) => format!(
+            "the server attaches a {s} s lease of its own that nobody renews, so the lock silently expires {s} s after it is taken, even while its holder still works"
         ),
+        None => "the lock key is never expired, so a dead holder keeps it".into(),
+    };
+    let none = || Ttl::Missing {
+        reason: format!("`{method}` without a lease: {fate}"),
     };
     let Some(arg) = arg else { return none() };
     if eval::eval(arg, w) == Some(Value::None) {
@@ -295,15 +365,38 @@ fn lease_ttl<'a>(w: &Walker<'a, '_>, arg: Option<&'a Expr>, method: &str) -> Ttl
             .any(|e| matches!(e, Expr::Call(_) | Expr::MethodCall(_) | Expr::Struct(_)));
         return if built_here {
             Ttl::Missing {
-                reason: format!(
-                    "`{method}` options carry no lease (`with_lease`): the lock key is never expired"
-                ),
+                reason: format!("`{method}` options carry no lease (`with_lease`): {fate}"),
             }
         } else {
             Ttl::Unknown
         };
     };
-    // Follow the lease id back to the grant that made it.
+    granted_ttl(w, lease)
+}
+
+/// etcd: `campaign(name, value, lease_id)`: the lease id itself, `0` for none.
+fn lease_id_ttl<'a>(
+    w: &Walker<'a, '_>,
+    arg: Option<&'a Expr>,
+    method: &str,
+    server_lease_s: Option<u64>,
+) -> Ttl {
+    let Some(arg) = arg else { return Ttl::Unknown };
+    if eval::eval(arg, w).and_then(|v| v.as_f64()) == Some(0.0) {
+        return Ttl::Missing {
+            reason: match server_lease_s {
+                Some(s) => format!(
+                    "`{method}` with lease 0: the server attaches a {s} s lease of its own that nobody renews, so the hold silently ends {s} s after it is taken, even while its holder still works"
+                ),
+                None => format!("`{method}` with lease 0 sets no lease"),
+            },
+        };
+    }
+    granted_ttl(w, arg)
+}
+
+/// Follows a lease id back to the grant that made it: its TTL.
+fn granted_ttl<'a>(w: &Walker<'a, '_>, lease: &'a Expr) -> Ttl {
     for e in reachable(w, &[lease]) {
         let mut grants = Grants { w, found: None };
         grants.visit_expr(e);

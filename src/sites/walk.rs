@@ -387,6 +387,19 @@ impl<'a, 'c> Walker<'a, 'c> {
         }
     }
 
+    /// A macro's body read as comma-separated expressions (`vec![a, b]`), kept for the file.
+    pub(super) fn macro_exprs(&self, mac: &syn::Macro) -> Option<&'a MacroArgs> {
+        let args = mac.parse_body_with(MacroArgs::parse_terminated).ok()?;
+        Some(self.arena.alloc(args))
+    }
+
+    /// Keeps an expression made during matching (an HTTP lock's key read from its URL) for the file.
+    pub(super) fn keep(&self, e: Expr) -> &'a Expr {
+        let mut one = MacroArgs::new();
+        one.push(e);
+        &self.arena.alloc(one)[0]
+    }
+
     pub(super) fn known(&self) -> impl Fn(&str) -> bool + '_ {
         |p: &str| self.cx.index.knows(p) || self.cx.packs.knows(p)
     }
@@ -682,7 +695,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 }
                 self.cx.index.fn_return(&path)
             }
-            Expr::Macro(_) | Expr::Lit(_) => None,
+            Expr::Macro(m) => matchers::pack_macro_type(self, m),
             _ => None,
         };
         ty.map(|t| self.cx.index.normalize(&t))
@@ -795,7 +808,7 @@ impl<'a, 'c> Walker<'a, 'c> {
         let failure = match &m.pipeline {
             // A lock command in a pipeline: its reply is judged where the pipeline runs.
             Some(run) if m.discarded.is_none() => super::pipeline::judge(self, run, outward, &u),
-            _ => failure::judge(self, m.returns, outward, &u, m.discarded),
+            _ => failure::judge(self, m.returns, outward, &u, m.discarded.as_deref()),
         };
         if let Some(run) = &m.pipeline {
             self.pipe_locals
@@ -881,6 +894,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             region: Default::default(),
             via: m.via,
             wrapped: false,
+            library_purpose: m.purpose,
         });
     }
 
