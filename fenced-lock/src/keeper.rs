@@ -7,7 +7,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::{FencingToken, Lease, LockBackend, LockError};
+use crate::{FencingToken, Lease, LockBackend, LockError, Ticket};
 
 /// Default renewal period as a fraction of the TTL: three attempts per TTL,
 /// so one slow or failed renewal does not lose the lock.
@@ -23,6 +23,9 @@ pub enum LossReason {
     Revoked,
     /// The keeper was released or dropped.
     Stopped,
+    /// The keeper was created outside a Tokio runtime, so it could not renew; it fails
+    /// closed (reports loss at once) instead of panicking.
+    NoRuntime,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -69,6 +72,7 @@ enum Stop {
 pub struct Keeper {
     key: String,
     token: FencingToken,
+    ticket: Ticket,
     state: watch::Receiver<State>,
     stop: Option<oneshot::Sender<Stop>>,
     task: Option<JoinHandle<Option<Lease>>>,
@@ -92,8 +96,8 @@ impl std::fmt::Debug for Keeper {
 }
 
 impl Keeper {
-    /// Starts renewing `lease` every third of its TTL. Must be called within a
-    /// Tokio runtime.
+    /// Starts renewing `lease` every third of its TTL. Outside a Tokio runtime it cannot
+    /// renew: it then reports the lease lost at once ([`LossReason::NoRuntime`]).
     pub fn new<B>(backend: B, lease: Lease) -> Self
     where
         B: LockBackend + Clone + 'static,
@@ -111,20 +115,28 @@ impl Keeper {
         let period = period.max(Duration::from_millis(1));
         let key = lease.key().to_owned();
         let token = lease.token();
+        let ticket = lease.ticket();
         let (tx, rx) = watch::channel(State {
             valid_until: lease.valid_until(),
             lost: None,
         });
         let (stop_tx, stop_rx) = oneshot::channel();
-        let task = tokio::spawn(renew_loop(backend.clone(), lease, period, tx, stop_rx));
+        let task = match tokio::runtime::Handle::try_current() {
+            Ok(rt) => Some(rt.spawn(renew_loop(backend.clone(), lease, period, tx, stop_rx))),
+            Err(_) => {
+                tx.send_modify(|s| s.lost = Some(LossReason::NoRuntime));
+                None
+            }
+        };
         let release: ReleaseFn =
             Box::new(move |lease| Box::pin(async move { backend.release(lease).await }));
         Self {
             key,
             token,
+            ticket,
             state: rx,
             stop: Some(stop_tx),
-            task: Some(task),
+            task,
             release: Some(release),
         }
     }
@@ -137,6 +149,11 @@ impl Keeper {
     /// The fencing token of the hold; constant across renewals.
     pub fn token(&self) -> FencingToken {
         self.token
+    }
+
+    /// The lease's [`Ticket`] for fenced writes.
+    pub fn ticket(&self) -> Ticket {
+        self.ticket
     }
 
     /// The current conservative expiry (moves forward with each renewal).

@@ -58,8 +58,8 @@ pub use backend::LockBackend;
 pub use error::{BoxError, FenceError, LockError, StaleToken};
 pub use fence::Fence;
 pub use keeper::{DEFAULT_RENEW_FRACTION, Keeper, LossReason, LossWatch};
-pub use lease::{Lease, MAX_KEY_LEN, MAX_TTL, MIN_TTL, OwnerId, validate};
-pub use token::FencingToken;
+pub use lease::{ClockDrift, Lease, MAX_KEY_LEN, MAX_TTL, MIN_TTL, OwnerId, validate};
+pub use token::{FencingToken, HolderId, Ticket};
 
 #[cfg(feature = "etcd")]
 pub use backend::etcd::{EtcdBackend, EtcdOptions};
@@ -70,7 +70,7 @@ pub use backend::postgres::{PostgresBackend, PostgresOptions};
 #[cfg(feature = "redis")]
 pub use backend::redis::{RedisBackend, RedisOptions};
 #[cfg(feature = "memory")]
-pub use fence::memory::MemoryFence;
+pub use fence::memory::{Fenced, MemoryFence};
 #[cfg(feature = "postgres")]
 pub use fence::postgres::PostgresFence;
 #[cfg(feature = "redis")]

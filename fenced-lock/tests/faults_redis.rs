@@ -78,7 +78,7 @@ async fn try_acquire_retry(b: &RedisBackend, key: &str, ttl: Duration) -> Option
 
 async fn admit_retry(f: &RedisFence, r: &str, l: &Lease) -> Result<(), FenceError> {
     for _ in 0..100 {
-        match f.admit(r, l.token()).await {
+        match f.check_only(r, l.ticket()).await {
             Err(FenceError::Unavailable { .. }) => {
                 tokio::time::sleep(Duration::from_millis(50)).await
             }
@@ -100,11 +100,11 @@ async fn crash_mid_hold(aof: bool) -> (u64, u64, bool) {
     // Some history, so the counter is well above 1.
     for _ in 0..3 {
         let l = a.try_acquire("job", ttl).await.unwrap().unwrap();
-        fence.admit("job", l.token()).await.unwrap();
+        fence.check_only("job", l.ticket()).await.unwrap();
         assert!(a.release(l).await.unwrap());
     }
     let mut held = a.try_acquire("job", ttl).await.unwrap().unwrap();
-    fence.admit("job", held.token()).await.unwrap();
+    fence.check_only("job", held.ticket()).await.unwrap();
     let before = held.token().get();
 
     server.crash_and_restart().await;
@@ -144,13 +144,11 @@ async fn crash_mid_hold(aof: bool) -> (u64, u64, bool) {
             }
             renewed.expect("renew after an AOF-always crash");
             assert!(b.try_acquire("job", ttl).await.unwrap().is_none());
-            let old = held.token();
+            let old = held.ticket();
             assert!(a.release(held).await.unwrap());
             let l = b.try_acquire("job", ttl).await.unwrap().unwrap();
             admit_retry(&fence, "job", &l).await.unwrap();
-            let stale = fence
-                .admit("job", fenced_lock::FencingToken::new(old.get()).unwrap())
-                .await;
+            let stale = fence.check_only("job", old).await;
             assert!(matches!(stale, Err(FenceError::Stale(_))), "{stale:?}");
             l.token().get()
         }

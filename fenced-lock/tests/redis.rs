@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use conformance::{FenceHarness, Harness};
 use fenced_lock::{
-    Fence, FenceError, FencingToken, LockBackend, LockError, RedisBackend, RedisFence, RedisOptions,
+    Fence, FenceError, FencingToken, HolderId, LockBackend, LockError, RedisBackend, RedisFence,
+    RedisOptions, Ticket,
 };
 
 fn url() -> String {
@@ -167,9 +168,8 @@ async fn fenced_set_writes_only_with_current_token() {
         let res = res.clone();
         let data = data.clone();
         joins.push(tokio::spawn(async move {
-            let _ = f
-                .fenced_set(&res, t(n), &data, n.to_string().as_bytes())
-                .await;
+            let ticket = Ticket::new(t(n), HolderId::from_raw(n));
+            let _ = f.set(&res, ticket, &data, n.to_string().as_bytes()).await;
         }));
     }
     for j in joins {
@@ -183,7 +183,10 @@ async fn fenced_set_writes_only_with_current_token() {
         .await
         .unwrap();
     assert_eq!(v, "9");
-    let err = f.fenced_set(&res, t(8), &data, b"late").await.unwrap_err();
+    let late = Ticket::new(t(8), HolderId::from_raw(8));
+    let err = f.set(&res, late, &data, b"late").await.unwrap_err();
     assert_eq!(err.as_stale().and_then(|s| s.current), Some(t(9)));
-    f.admit(&res, t(9)).await.unwrap();
+    f.check_only(&res, Ticket::new(t(9), HolderId::from_raw(9)))
+        .await
+        .unwrap();
 }

@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use crate::backend::bounded;
 use crate::lease::validate;
-use crate::{FencingToken, Lease, LockBackend, LockError, OwnerId};
+use crate::{ClockDrift, FencingToken, Lease, LockBackend, LockError, OwnerId};
 
 const NAME: &str = "etcd";
 
@@ -38,6 +38,9 @@ pub struct EtcdOptions {
     pub prefix: String,
     /// Deadline of each operation and of connecting. Default 5 s.
     pub op_timeout: Duration,
+    /// Margin taken off each lease's validity for the server clock running fast.
+    /// Default 1 % of the TTL + 2 ms.
+    pub clock_drift: ClockDrift,
 }
 
 impl Default for EtcdOptions {
@@ -45,6 +48,7 @@ impl Default for EtcdOptions {
         Self {
             prefix: "fenced-lock/".into(),
             op_timeout: Duration::from_secs(5),
+            clock_drift: ClockDrift::default(),
         }
     }
 }
@@ -216,7 +220,9 @@ impl LockBackend for EtcdBackend {
             });
         };
         Ok(Some(
-            Lease::new(key, token, owner, ttl, sent + ttl).with_handle(lease_id),
+            Lease::new(key, token, owner, ttl, sent + ttl)
+                .with_handle(lease_id)
+                .with_drift(self.options.clock_drift),
         ))
     }
 

@@ -20,6 +20,9 @@ pub mod redis;
 const BACKOFF_START: Duration = Duration::from_millis(2);
 /// Longest pause between attempts, so a released lock is noticed quickly.
 const BACKOFF_MAX: Duration = Duration::from_millis(100);
+/// Longest single attempt when the wait is unbounded (backends also apply their own
+/// per-operation deadline).
+const MAX_ATTEMPT: Duration = Duration::from_secs(3600);
 
 /// A store that grants leases with fencing tokens.
 ///
@@ -35,9 +38,33 @@ pub trait LockBackend: Send + Sync {
         ttl: Duration,
     ) -> impl Future<Output = Result<Option<Lease>, LockError>> + Send;
 
-    /// Retries [`try_acquire`](Self::try_acquire) with jittered exponential
-    /// backoff for at most `wait` (zero means exactly one attempt), then fails
-    /// with [`LockError::Timeout`]. Errors other than "held" end the wait at once.
+    /// One attempt that gives up after `limit`. On `Err` the lock is not held by this
+    /// attempt: backends whose request can still land after the client stopped waiting
+    /// cancel it or give the grant back. The default wraps [`try_acquire`](Self::try_acquire)
+    /// in a timeout, right for backends that never block (memory).
+    fn try_acquire_within(
+        &self,
+        key: &str,
+        ttl: Duration,
+        limit: Duration,
+    ) -> impl Future<Output = Result<Option<Lease>, LockError>> + Send {
+        async move {
+            match tokio::time::timeout(limit, self.try_acquire(key, ttl)).await {
+                Ok(r) => r,
+                Err(_) => Err(LockError::op_timeout("lock", "acquire", limit)),
+            }
+        }
+    }
+
+    /// Retries [`try_acquire`](Self::try_acquire) with jittered exponential backoff
+    /// for at most `wait`, then fails with [`LockError::Timeout`] (or, if the backend
+    /// was unreachable until the end, with its last [`LockError::Unavailable`]).
+    ///
+    /// `wait` bounds the whole call: every attempt is limited to the wait that is left
+    /// (and to the backend's own per-operation deadline). `Duration::ZERO` means one
+    /// attempt bounded by the backend's deadline; `Duration::MAX` waits without end.
+    /// Transient errors (unreachable, timed out) are retried inside the budget; other
+    /// errors (bad input, configuration) end it at once.
     fn acquire(
         &self,
         key: &str,
@@ -46,22 +73,37 @@ pub trait LockBackend: Send + Sync {
     ) -> impl Future<Output = Result<Lease, LockError>> + Send {
         async move {
             let started = Instant::now();
-            let deadline = started + wait;
+            // `None`: beyond what the clock can represent, i.e. no deadline.
+            let deadline = started.checked_add(wait);
             let mut backoff = BACKOFF_START;
             loop {
-                if let Some(lease) = self.try_acquire(key, ttl).await? {
-                    return Ok(lease);
-                }
+                let attempt = if wait.is_zero() {
+                    self.try_acquire(key, ttl).await
+                } else {
+                    let left = match deadline {
+                        Some(d) => d.saturating_duration_since(Instant::now()),
+                        None => MAX_ATTEMPT,
+                    };
+                    self.try_acquire_within(key, ttl, left.min(MAX_ATTEMPT))
+                        .await
+                };
+                let last_error = match attempt {
+                    Ok(Some(lease)) => return Ok(lease),
+                    Ok(None) => None,
+                    Err(e @ LockError::Unavailable { .. }) => Some(e),
+                    Err(e) => return Err(e),
+                };
                 let now = Instant::now();
-                if now >= deadline {
-                    return Err(LockError::Timeout {
+                if wait.is_zero() || deadline.is_some_and(|d| now >= d) {
+                    return Err(last_error.unwrap_or_else(|| LockError::Timeout {
                         key: key.to_owned(),
                         waited: now - started,
-                    });
+                    }));
                 }
                 // Full jitter spreads contenders out so they do not retry in lockstep.
                 let pause = backoff.mul_f64(rand::random_range(0.5..1.0));
-                tokio::time::sleep_until(deadline.min(now + pause)).await;
+                let wake = now + pause;
+                tokio::time::sleep_until(deadline.map_or(wake, |d| d.min(wake))).await;
                 backoff = (backoff * 2).min(BACKOFF_MAX);
             }
         }

@@ -27,7 +27,7 @@ use tokio_postgres::{Client, NoTls, Statement};
 
 use crate::backend::bounded;
 use crate::lease::{ttl_millis, validate};
-use crate::{FencingToken, Lease, LockBackend, LockError, OwnerId};
+use crate::{ClockDrift, FencingToken, Lease, LockBackend, LockError, OwnerId};
 
 const NAME: &str = "postgres";
 
@@ -42,6 +42,13 @@ pub struct PostgresOptions {
     pub create_table: bool,
     /// Deadline of each operation (and of connecting). Default 5 s.
     pub op_timeout: Duration,
+    /// Margin taken off each lease's validity for the database clock (`now()`) running
+    /// fast or stepping. Default 1 % of the TTL + 2 ms.
+    pub clock_drift: ClockDrift,
+    /// Refuse to connect when the server could lose an acknowledged grant on a crash or
+    /// failover (`synchronous_commit` off or `local`, or the server is a standby).
+    /// Default `false`: connect and log a warning (`tracing`, target `fenced_lock`).
+    pub require_durable: bool,
 }
 
 impl Default for PostgresOptions {
@@ -50,6 +57,8 @@ impl Default for PostgresOptions {
             table: "fenced_lock".into(),
             create_table: true,
             op_timeout: Duration::from_secs(5),
+            clock_drift: ClockDrift::default(),
+            require_durable: false,
         }
     }
 }
@@ -64,6 +73,18 @@ impl PostgresOptions {
     /// Sets the per-operation deadline.
     pub fn op_timeout(mut self, d: Duration) -> Self {
         self.op_timeout = d;
+        self
+    }
+
+    /// Sets the clock-drift margin.
+    pub fn clock_drift(mut self, drift: ClockDrift) -> Self {
+        self.clock_drift = drift;
+        self
+    }
+
+    /// Whether to refuse servers that can lose acknowledged commits (see the field).
+    pub fn require_durable(mut self, yes: bool) -> Self {
+        self.require_durable = yes;
         self
     }
 
@@ -127,8 +148,19 @@ impl std::fmt::Debug for PostgresBackend {
     }
 }
 
-/// Checks that `name` is `ident` or `schema.ident` with plain identifiers, so
-/// it can be spliced into SQL.
+/// Checks that `name` is `ident` or `schema.ident` with plain identifiers and returns it
+/// quoted for SQL (`"schema"."ident"`), so reserved words such as `user` work. Each part
+/// is lower-cased first: the quoted name is the table an unquoted name always meant.
+pub(crate) fn quoted_table(name: &str) -> Result<String, LockError> {
+    check_table_name(name)?;
+    Ok(name
+        .split('.')
+        .map(|p| format!("\"{}\"", p.to_ascii_lowercase()))
+        .collect::<Vec<_>>()
+        .join("."))
+}
+
+/// Checks that `name` is `ident` or `schema.ident` with plain identifiers.
 pub(crate) fn check_table_name(name: &str) -> Result<(), LockError> {
     let ok_ident = |s: &str| {
         !s.is_empty()
@@ -151,9 +183,12 @@ pub(crate) fn check_table_name(name: &str) -> Result<(), LockError> {
 pub(crate) fn pg_error(context: &'static str, e: tokio_postgres::Error) -> LockError {
     // Connection exceptions (08xxx) and operator intervention (57Pxx: shutdown,
     // terminated backend, starting up) mean "could not talk to the database".
-    let connection_lost = e
-        .code()
-        .is_some_and(|c| c.code().starts_with("08") || c.code().starts_with("57P"));
+    // 55P03 (lock_timeout) and 57014 (statement_timeout, cancel) mean the statement was
+    // stopped before it took effect: transient, like an outage.
+    let connection_lost = e.code().is_some_and(|c| {
+        let c = c.code();
+        c.starts_with("08") || c.starts_with("57P") || c == "55P03" || c == "57014"
+    });
     match e.as_db_error() {
         Some(_) if connection_lost => LockError::unavailable(NAME, context, e),
         Some(db) => LockError::Backend {
@@ -182,7 +217,7 @@ pub(crate) async fn connect_client(config: &str, limit: Duration) -> Result<Clie
 
 /// The `CREATE TABLE IF NOT EXISTS` statement for a lock table.
 pub fn migration_sql(table: &str) -> Result<String, LockError> {
-    check_table_name(table)?;
+    let table = quoted_table(table)?;
     Ok(format!(
         "CREATE TABLE IF NOT EXISTS {table} (
             lock_key   text PRIMARY KEY,
@@ -275,10 +310,21 @@ impl PostgresBackend {
 
 impl Conn {
     async fn setup(client: Client, options: &PostgresOptions) -> Result<Self, LockError> {
-        let t = options.table.as_str();
+        let t = quoted_table(&options.table)?;
+        let t = t.as_str();
         let setup = async {
+            // Server-side bounds, so a statement the client stopped waiting for (or whose
+            // client vanished) cannot go on and take a lock for nobody.
+            let ms = ttl_millis(options.op_timeout).max(1);
+            client
+                .batch_execute(&format!(
+                    "SET lock_timeout = {ms}; SET statement_timeout = {ms}"
+                ))
+                .await
+                .map_err(|e| pg_error("setup", e))?;
+            check_durability(&client, options.require_durable).await?;
             if options.create_table {
-                migrate(&client, t).await?;
+                migrate(&client, &options.table).await?;
             }
             let prep = |sql: String| {
                 let client = &client;
@@ -334,36 +380,110 @@ impl Conn {
     }
 }
 
+/// Warns about (or, with `require`, refuses) a server that can lose acknowledged commits.
+async fn check_durability(client: &Client, require: bool) -> Result<(), LockError> {
+    let row = client
+        .query_one(
+            "SELECT current_setting('synchronous_commit'), pg_is_in_recovery()",
+            &[],
+        )
+        .await
+        .map_err(|e| pg_error("setup", e))?;
+    let sync: String = row.try_get(0).map_err(|e| pg_error("setup", e))?;
+    let standby: bool = row.try_get(1).map_err(|e| pg_error("setup", e))?;
+    let mut problems = Vec::new();
+    if matches!(sync.as_str(), "off" | "local") {
+        problems.push(format!(
+            "synchronous_commit = {sync}: a crash or failover can lose acknowledged grants"
+        ));
+    }
+    if standby {
+        problems.push("the server is a standby (in recovery)".to_owned());
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let message = problems.join("; ");
+    if require {
+        return Err(LockError::Config(format!(
+            "unsafe PostgreSQL server: {message}"
+        )));
+    }
+    tracing::warn!(target: "fenced_lock", backend = NAME, "{message}");
+    Ok(())
+}
+
+/// Reads the token of an acquire's `RETURNING` row.
+fn row_token(row: &tokio_postgres::Row) -> Result<FencingToken, LockError> {
+    let raw: i64 = row.try_get(0).map_err(|e| pg_error("acquire", e))?;
+    u64::try_from(raw)
+        .ok()
+        .and_then(FencingToken::new)
+        .ok_or_else(|| LockError::Backend {
+            backend: NAME,
+            context: "acquire",
+            message: format!("invalid token {raw} in lock table"),
+        })
+}
+
 impl LockBackend for PostgresBackend {
     async fn try_acquire(&self, key: &str, ttl: Duration) -> Result<Option<Lease>, LockError> {
+        self.try_acquire_within(key, ttl, self.inner.options.op_timeout)
+            .await
+    }
+
+    /// When the client stops waiting it cancels the statement on the server and waits
+    /// (up to `op_timeout`) for its outcome; a grant that landed anyway is released. So
+    /// an `Err` means the lock is not held by this attempt, never by nobody.
+    async fn try_acquire_within(
+        &self,
+        key: &str,
+        ttl: Duration,
+        limit: Duration,
+    ) -> Result<Option<Lease>, LockError> {
         validate(key, ttl)?;
+        let opts = &self.inner.options;
+        let limit = limit.min(opts.op_timeout);
         let owner = OwnerId::random();
-        let limit = self.inner.options.op_timeout;
         let sent = Instant::now();
-        let conn = self.conn().await?;
-        let row = conn.check(
-            bounded(NAME, "acquire", limit, async {
-                conn.client
-                    .query_opt(
-                        &conn.acquire,
-                        &[&key, &&owner.to_bytes()[..], &ttl_millis(ttl)],
-                    )
-                    .await
-                    .map_err(|e| pg_error("acquire", e))
-            })
-            .await,
-        )?;
-        let Some(row) = row else { return Ok(None) };
-        let raw: i64 = row.try_get(0).map_err(|e| pg_error("acquire", e))?;
-        let token = u64::try_from(raw)
-            .ok()
-            .and_then(FencingToken::new)
-            .ok_or_else(|| LockError::Backend {
-                backend: NAME,
-                context: "acquire",
-                message: format!("invalid token {raw} in lock table"),
-            })?;
-        Ok(Some(Lease::new(key, token, owner, ttl, sent + ttl)))
+        let conn = bounded(NAME, "connect", limit, self.conn()).await?;
+        let owner_bytes = owner.to_bytes();
+        let owner_slice = &owner_bytes[..];
+        let millis = ttl_millis(ttl);
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&key, &owner_slice, &millis];
+        let query = conn.client.query_opt(&conn.acquire, &params);
+        tokio::pin!(query);
+        let lease =
+            |token| Lease::new(key, token, owner, ttl, sent + ttl).with_drift(opts.clock_drift);
+        let left = limit.saturating_sub(sent.elapsed());
+        match tokio::time::timeout(left, &mut query).await {
+            Ok(r) => {
+                let row = conn.check(r.map_err(|e| pg_error("acquire", e)))?;
+                match row {
+                    Some(row) => Ok(Some(lease(row_token(&row)?))),
+                    None => Ok(None),
+                }
+            }
+            Err(_) => {
+                let cancel = conn.client.cancel_token();
+                let _ = tokio::time::timeout(opts.op_timeout, cancel.cancel_query(NoTls)).await;
+                match tokio::time::timeout(opts.op_timeout, query).await {
+                    Ok(Ok(Some(row))) => {
+                        // Granted before the cancel landed: give it back.
+                        if let Ok(token) = row_token(&row) {
+                            let _ = self.release(lease(token)).await;
+                        }
+                    }
+                    Ok(_) => {}
+                    // No outcome: drop the connection, so the server rolls the statement
+                    // back when it notices (and lock_timeout stops it meanwhile).
+                    Err(_) => conn
+                        .broken
+                        .store(true, std::sync::atomic::Ordering::Relaxed),
+                }
+                Err(LockError::op_timeout(NAME, "acquire", limit))
+            }
+        }
     }
 
     async fn renew(&self, lease: &mut Lease) -> Result<(), LockError> {
