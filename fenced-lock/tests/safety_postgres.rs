@@ -1,0 +1,227 @@
+//! Issue 13 on PostgreSQL (127.0.0.1:5432, own tables/schemas with random names):
+//! no phantom holder after a client timeout, waits that bound acquire, reserved-word
+//! table names, NUL keys, and the fenced transaction against a paused holder.
+#![cfg(feature = "postgres")]
+
+use std::time::{Duration, Instant};
+
+use fenced_lock::{LockBackend, PostgresBackend, PostgresFence, PostgresOptions};
+
+fn config() -> String {
+    std::env::var("FENCED_LOCK_PG").unwrap_or_else(|_| {
+        "host=127.0.0.1 port=5432 user=postgres dbname=test \
+         options='-c synchronous_commit=off'"
+            .into()
+    })
+}
+
+async fn admin() -> tokio_postgres::Client {
+    let (c, conn) = tokio_postgres::connect(&config(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    c
+}
+
+fn unique(name: &str) -> String {
+    format!("fl13_{name}_{:016x}", rand::random::<u64>())
+}
+
+/// Drops what a test created, even when it fails.
+struct Cleanup(String);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let sql = self.0.clone();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            rt.block_on(async {
+                let (client, conn) = tokio_postgres::connect(&config(), tokio_postgres::NoTls)
+                    .await
+                    .ok()?;
+                tokio::spawn(conn);
+                client.batch_execute(&sql).await.ok()
+            })
+        })
+        .join();
+    }
+}
+
+/// Defects 4 and 5 (P3): an acquire blocked on the row lock gave up on the client
+/// (after op_timeout, not after `wait`) while the statement went on and took the lock
+/// for nobody. Now it returns within the wait and leaves no holder behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_timeout_leaves_no_phantom_holder() {
+    let table = unique("locks");
+    let _drop = Cleanup(format!("DROP TABLE IF EXISTS {table}"));
+    let opts = PostgresOptions::default()
+        .table(&table)
+        .op_timeout(Duration::from_secs(2));
+    let a = PostgresBackend::connect_with(&config(), opts.clone())
+        .await
+        .unwrap();
+    let b = PostgresBackend::connect_with(&config(), opts.clone())
+        .await
+        .unwrap();
+    let l = a
+        .try_acquire("job", Duration::from_secs(1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(a.release(l).await.unwrap());
+
+    let mut blocker = admin().await;
+    let tx = blocker.transaction().await.unwrap();
+    tx.execute(
+        &format!("SELECT 1 FROM {table} WHERE lock_key = 'job' FOR UPDATE"),
+        &[],
+    )
+    .await
+    .unwrap();
+    let t = Instant::now();
+    let r = b
+        .acquire("job", Duration::from_secs(30), Duration::from_millis(300))
+        .await;
+    let took = t.elapsed();
+    assert!(r.is_err(), "acquired through a row lock");
+    assert!(
+        took < Duration::from_millis(1500),
+        "wait=300ms took {took:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tx.commit().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let row = blocker
+        .query_one(
+            &format!("SELECT owner IS NOT NULL AND expires_at > now() FROM {table} WHERE lock_key = 'job'"),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(!row.get::<_, bool>(0), "a phantom holder owns the key");
+    let c = PostgresBackend::connect_with(&config(), opts)
+        .await
+        .unwrap();
+    let free = c.try_acquire("job", Duration::from_secs(1)).await.unwrap();
+    assert!(free.is_some(), "the key is blocked for nobody");
+}
+
+/// Defect 7 (P6): `user` passed validation, then failed as a SQL syntax error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reserved_word_table_names_work() {
+    let schema = unique("schema");
+    let _drop = Cleanup(format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+    admin()
+        .await
+        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+        .await
+        .unwrap();
+    let table = format!("{schema}.user");
+    let b = PostgresBackend::connect_with(&config(), PostgresOptions::default().table(&table))
+        .await
+        .unwrap();
+    let l = b
+        .try_acquire("k", Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(b.release(l).await.unwrap());
+    PostgresFence::connect(&config(), &format!("{schema}.order"))
+        .await
+        .unwrap();
+}
+
+/// Defect 7 (P10): a key with NUL was a driver error on PostgreSQL and a valid key on
+/// the other backends. Now every backend refuses it the same way, before any I/O.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nul_keys_are_refused_alike() {
+    let table = unique("nul");
+    let _drop = Cleanup(format!("DROP TABLE IF EXISTS {table}"));
+    let pg = PostgresBackend::connect_with(&config(), PostgresOptions::default().table(&table))
+        .await
+        .unwrap();
+    let mem = fenced_lock::MemoryBackend::new();
+    let a = pg.try_acquire("a\0b", Duration::from_secs(1)).await;
+    let b = mem.try_acquire("a\0b", Duration::from_secs(1)).await;
+    let (a, b) = (a.unwrap_err(), b.unwrap_err());
+    assert_eq!(a.to_string(), b.to_string());
+    assert!(a.to_string().contains("NUL"), "{a}");
+}
+
+/// Defect 1: `admit` then a separate write let a paused holder overwrite the newer
+/// holder's write. The fenced transaction closes both orders of the race.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_transaction_stops_a_paused_holder() {
+    let locks = unique("locks");
+    let fences = unique("fence");
+    let data = unique("data");
+    let _drop = Cleanup(format!(
+        "DROP TABLE IF EXISTS {locks}; DROP TABLE IF EXISTS {fences}; DROP TABLE IF EXISTS {data}"
+    ));
+    let mut ca = admin().await;
+    let mut cb = admin().await;
+    ca.batch_execute(&format!(
+        "CREATE TABLE {data} (id int PRIMARY KEY, v int); INSERT INTO {data} VALUES (1, 0)"
+    ))
+    .await
+    .unwrap();
+    let backend =
+        PostgresBackend::connect_with(&config(), PostgresOptions::default().table(&locks))
+            .await
+            .unwrap();
+    let fence = PostgresFence::connect(&config(), &fences).await.unwrap();
+    let ttl = Duration::from_millis(300);
+    let write = format!("UPDATE {data} SET v = $1 WHERE id = 1");
+    let reader = admin().await;
+    let q = format!("SELECT v FROM {data} WHERE id = 1");
+    let read = || async { reader.query_one(&q, &[]).await.unwrap().get::<_, i32>(0) };
+
+    // Order 1: A pauses before its write; B takes over and writes; A wakes up.
+    let a = backend.try_acquire("res", ttl).await.unwrap().unwrap();
+    tokio::time::sleep_until(a.valid_until()).await;
+    let b = backend
+        .acquire("res", ttl, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let tx = fence.transaction(&mut cb, "res", b.ticket()).await.unwrap();
+    tx.execute(&write, &[&999i32]).await.unwrap();
+    tx.commit().await.unwrap();
+    let stale = fence.transaction(&mut ca, "res", a.ticket()).await.is_err();
+    assert!(stale, "the paused holder was admitted after the newer one");
+    assert_eq!(read().await, 999);
+    backend.release(b).await.unwrap();
+
+    // Order 2: A is admitted, then pauses inside its transaction; B takes over. B's
+    // admission waits for A's commit and then supersedes it: B's write is last.
+    let a = backend.try_acquire("res", ttl).await.unwrap().unwrap();
+    let tx_a = fence.transaction(&mut ca, "res", a.ticket()).await.unwrap();
+    tokio::time::sleep_until(a.valid_until()).await;
+    let b = backend
+        .acquire("res", ttl, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let fence_b = fence.clone();
+    let write_b = write.clone();
+    let b_ticket = b.ticket();
+    let writer_b = tokio::spawn(async move {
+        let tx = fence_b.transaction(&mut cb, "res", b_ticket).await.unwrap();
+        let admitted_at = Instant::now();
+        tx.execute(&write_b, &[&2000i32]).await.unwrap();
+        tx.commit().await.unwrap();
+        admitted_at
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tx_a.execute(&write, &[&1i32]).await.unwrap();
+    let a_committed = Instant::now();
+    tx_a.commit().await.unwrap();
+    let b_admitted = writer_b.await.unwrap();
+    assert!(
+        b_admitted >= a_committed,
+        "B was admitted while A's transaction was open"
+    );
+    assert_eq!(read().await, 2000, "the stale holder's write came last");
+}
