@@ -120,19 +120,16 @@ async fn reserved_word_table_names_work() {
         .batch_execute(&format!("CREATE SCHEMA {schema}"))
         .await
         .unwrap();
-    let table = format!("{schema}.user");
-    let b = PostgresBackend::connect_with(&config(), PostgresOptions::default().table(&table))
+    // Unqualified reserved words, resolved into this test's own schema.
+    let cfg = format!(
+        "host=127.0.0.1 port=5432 user=postgres dbname=test options='-c search_path={schema}'"
+    );
+    let b = PostgresBackend::connect_with(&cfg, PostgresOptions::default().table("user"))
         .await
         .unwrap();
-    let l = b
-        .try_acquire("k", Duration::from_secs(5))
-        .await
-        .unwrap()
-        .unwrap();
+    let l = b.try_acquire("k", Duration::from_secs(5)).await.unwrap().unwrap();
     assert!(b.release(l).await.unwrap());
-    PostgresFence::connect(&config(), &format!("{schema}.order"))
-        .await
-        .unwrap();
+    PostgresFence::connect(&cfg, "order").await.unwrap();
 }
 
 /// Defect 7 (P10): a key with NUL was a driver error on PostgreSQL and a valid key on
