@@ -127,7 +127,11 @@ async fn reserved_word_table_names_work() {
     let b = PostgresBackend::connect_with(&cfg, PostgresOptions::default().table("user"))
         .await
         .unwrap();
-    let l = b.try_acquire("k", Duration::from_secs(5)).await.unwrap().unwrap();
+    let l = b
+        .try_acquire("k", Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
     assert!(b.release(l).await.unwrap());
     PostgresFence::connect(&cfg, "order").await.unwrap();
 }

@@ -172,6 +172,18 @@ impl EtcdBackend {
 }
 
 impl LockBackend for EtcdBackend {
+    /// The attempt runs in its own task; when the caller stops waiting, the task is left
+    /// to finish and a grant that lands anyway is released at once.
+    async fn try_acquire_within(
+        &self,
+        key: &str,
+        ttl: Duration,
+        limit: Duration,
+    ) -> Result<Option<Lease>, LockError> {
+        let limit = limit.min(self.options.op_timeout);
+        crate::backend::attempt_in_task(self, NAME, key, ttl, limit).await
+    }
+
     async fn try_acquire(&self, key: &str, ttl: Duration) -> Result<Option<Lease>, LockError> {
         validate(key, ttl)?;
         let owner = OwnerId::random();

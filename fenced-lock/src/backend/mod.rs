@@ -76,29 +76,39 @@ pub trait LockBackend: Send + Sync {
             // `None`: beyond what the clock can represent, i.e. no deadline.
             let deadline = started.checked_add(wait);
             let mut backoff = BACKOFF_START;
+            // Whether any attempt found the key held: then running out of wait is a
+            // `Timeout`; if every attempt failed to reach the backend, its error says so.
+            let mut seen_held = false;
+            let mut last_error = None;
             loop {
-                let attempt = if wait.is_zero() {
-                    self.try_acquire(key, ttl).await
-                } else {
-                    let left = match deadline {
-                        Some(d) => d.saturating_duration_since(Instant::now()),
-                        None => MAX_ATTEMPT,
+                let left = match deadline {
+                    Some(d) => d.saturating_duration_since(Instant::now()),
+                    None => MAX_ATTEMPT,
+                };
+                if wait.is_zero() || !left.is_zero() {
+                    let attempt = if wait.is_zero() {
+                        self.try_acquire(key, ttl).await
+                    } else {
+                        self.try_acquire_within(key, ttl, left.min(MAX_ATTEMPT))
+                            .await
                     };
-                    self.try_acquire_within(key, ttl, left.min(MAX_ATTEMPT))
-                        .await
-                };
-                let last_error = match attempt {
-                    Ok(Some(lease)) => return Ok(lease),
-                    Ok(None) => None,
-                    Err(e @ LockError::Unavailable { .. }) => Some(e),
-                    Err(e) => return Err(e),
-                };
+                    match attempt {
+                        Ok(Some(lease)) => return Ok(lease),
+                        Ok(None) => seen_held = true,
+                        Err(e @ LockError::Unavailable { .. }) => last_error = Some(e),
+                        Err(e) => return Err(e),
+                    }
+                }
                 let now = Instant::now();
                 if wait.is_zero() || deadline.is_some_and(|d| now >= d) {
-                    return Err(last_error.unwrap_or_else(|| LockError::Timeout {
+                    let timeout = LockError::Timeout {
                         key: key.to_owned(),
                         waited: now - started,
-                    }));
+                    };
+                    return Err(match last_error {
+                        Some(e) if !seen_held => e,
+                        _ => timeout,
+                    });
                 }
                 // Full jitter spreads contenders out so they do not retry in lockstep.
                 let pause = backoff.mul_f64(rand::random_range(0.5..1.0));
@@ -117,6 +127,40 @@ pub trait LockBackend: Send + Sync {
     /// Releases the lease if it is still ours; returns whether it was still held.
     /// Never releases a lock held by someone else.
     fn release(&self, lease: Lease) -> impl Future<Output = Result<bool, LockError>> + Send;
+}
+
+/// One attempt in its own task, bounded by `limit`: when the caller stops waiting the
+/// task is left to finish, and a grant that lands anyway is released at once, so a
+/// timed-out attempt never leaves the lock held for nobody.
+#[cfg(any(feature = "redis", feature = "etcd"))]
+pub(crate) async fn attempt_in_task<B: LockBackend + Clone + 'static>(
+    backend: &B,
+    name: &'static str,
+    key: &str,
+    ttl: Duration,
+    limit: Duration,
+) -> Result<Option<Lease>, LockError> {
+    crate::lease::validate(key, ttl)?;
+    let this = backend.clone();
+    let owned = key.to_owned();
+    let mut task = tokio::spawn(async move { this.try_acquire(&owned, ttl).await });
+    match tokio::time::timeout(limit, &mut task).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => Err(LockError::Backend {
+            backend: name,
+            context: "acquire",
+            message: format!("acquire task failed: {e}"),
+        }),
+        Err(_) => {
+            let this = backend.clone();
+            tokio::spawn(async move {
+                if let Ok(Ok(Some(lease))) = task.await {
+                    let _ = this.release(lease).await;
+                }
+            });
+            Err(LockError::op_timeout(name, "acquire", limit))
+        }
+    }
 }
 
 /// Runs a backend call with a deadline, mapping the timeout to `Unavailable`.

@@ -315,10 +315,22 @@ impl Conn {
         let setup = async {
             // Server-side bounds, so a statement the client stopped waiting for (or whose
             // client vanished) cannot go on and take a lock for nobody.
+            // A smaller timeout already set for the session (e.g. in the connection
+            // options) is kept.
             let ms = ttl_millis(options.op_timeout).max(1);
+            let keep_smaller = |name: &str| {
+                format!(
+                    "SELECT set_config('{name}', CASE
+                        WHEN current_setting('{name}')::interval = interval '0'
+                          OR current_setting('{name}')::interval > interval '{ms} ms'
+                        THEN '{ms}ms' ELSE current_setting('{name}') END, false);"
+                )
+            };
             client
                 .batch_execute(&format!(
-                    "SET lock_timeout = {ms}; SET statement_timeout = {ms}"
+                    "{}{}",
+                    keep_smaller("lock_timeout"),
+                    keep_smaller("statement_timeout")
                 ))
                 .await
                 .map_err(|e| pg_error("setup", e))?;

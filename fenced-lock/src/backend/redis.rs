@@ -387,28 +387,8 @@ impl LockBackend for RedisBackend {
         ttl: Duration,
         limit: Duration,
     ) -> Result<Option<Lease>, LockError> {
-        validate(key, ttl)?;
         let limit = limit.min(self.options.op_timeout);
-        let this = self.clone();
-        let owned = key.to_owned();
-        let mut task = tokio::spawn(async move { this.try_acquire(&owned, ttl).await });
-        match tokio::time::timeout(limit, &mut task).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => Err(LockError::Backend {
-                backend: NAME,
-                context: "acquire",
-                message: format!("acquire task failed: {e}"),
-            }),
-            Err(_) => {
-                let this = self.clone();
-                tokio::spawn(async move {
-                    if let Ok(Ok(Some(lease))) = task.await {
-                        let _ = this.release(lease).await;
-                    }
-                });
-                Err(LockError::op_timeout(NAME, "acquire", limit))
-            }
-        }
+        crate::backend::attempt_in_task(self, NAME, key, ttl, limit).await
     }
 
     async fn try_acquire(&self, key: &str, ttl: Duration) -> Result<Option<Lease>, LockError> {
