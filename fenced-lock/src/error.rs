@@ -131,7 +131,7 @@ pub struct StaleToken {
     pub current: Option<FencingToken>,
 }
 
-/// Errors of [`Fence::admit`](crate::Fence::admit).
+/// Errors of the fences: a refused ticket, or a store that could not decide.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FenceError {

@@ -208,12 +208,11 @@ fn crc16(data: &[u8]) -> u16 {
 /// Redis Cluster's key-slot rule, written out independently of the crate.
 fn slot(key: &str) -> u16 {
     let k = key.as_bytes();
-    if let Some(s) = k.iter().position(|&c| c == b'{') {
-        if let Some(e) = k[s + 1..].iter().position(|&c| c == b'}') {
-            if e > 0 {
-                return crc16(&k[s + 1..s + 1 + e]) % 16384;
-            }
-        }
+    if let Some(s) = k.iter().position(|&c| c == b'{')
+        && let Some(e) = k[s + 1..].iter().position(|&c| c == b'}')
+        && e > 0
+    {
+        return crc16(&k[s + 1..s + 1 + e]) % 16384;
     }
     crc16(k) % 16384
 }
