@@ -315,3 +315,43 @@ async fn renew_loop<B: LockBackend>(
     tx.send_modify(|s| s.lost = Some(reason));
     None
 }
+
+/// What [`LockBackend::with_lock`] hands the work: the lock key, the lease's [`Ticket`]
+/// for fenced writes, and a way to watch for loss. It carries no owner id, so the
+/// work cannot renew or release behind the keeper's back.
+#[derive(Clone, Debug)]
+pub struct LockGuard {
+    key: String,
+    ticket: Ticket,
+    watch: LossWatch,
+}
+
+impl LockGuard {
+    pub(crate) fn new(keeper: &Keeper) -> Self {
+        Self {
+            key: keeper.key().to_owned(),
+            ticket: keeper.ticket(),
+            watch: keeper.watch(),
+        }
+    }
+
+    /// The lock key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The lease's ticket: present it to a fence with every write.
+    pub fn ticket(&self) -> Ticket {
+        self.ticket
+    }
+
+    /// The fencing token alone (for a conditional write on a token column).
+    pub fn token(&self) -> FencingToken {
+        self.ticket.token
+    }
+
+    /// Completes when the lease is lost (the work is cancelled then anyway).
+    pub async fn lost(&self) -> LossReason {
+        self.watch.clone().lost().await
+    }
+}

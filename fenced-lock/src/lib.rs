@@ -70,7 +70,7 @@ mod token;
 pub use backend::LockBackend;
 pub use error::{BoxError, FenceError, LockError, StaleToken};
 pub use fence::Fence;
-pub use keeper::{DEFAULT_RENEW_FRACTION, Keeper, LossReason, LossWatch};
+pub use keeper::{DEFAULT_RENEW_FRACTION, Keeper, LockGuard, LossReason, LossWatch};
 pub use lease::{ClockDrift, Lease, MAX_KEY_LEN, MAX_TTL, MIN_TTL, OwnerId, validate};
 pub use token::{FencingToken, HolderId, Ticket};
 

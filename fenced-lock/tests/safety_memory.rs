@@ -134,3 +134,35 @@ async fn debug_output_never_contains_the_owner_id() {
     let keeper = Keeper::new(locks, lease);
     assert!(!format!("{keeper:?}").contains(&owner));
 }
+
+/// `with_lock`: acquire, keep alive beyond the TTL, release; and the work is cancelled
+/// when the lease is taken away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_lock_runs_keeps_releases_and_cancels_on_loss() {
+    let locks = MemoryBackend::new();
+    let ledger = Fenced::new(Vec::<u64>::new());
+    let ttl = Duration::from_millis(60);
+    let ledger2 = ledger.clone();
+    let out = locks
+        .with_lock("job", ttl, Duration::from_secs(1), |guard| async move {
+            tokio::time::sleep(ttl * 3).await; // outlives the TTL: the keeper renews
+            ledger2.apply(guard.ticket(), |l| l.push(guard.token().get()))
+        })
+        .await
+        .unwrap();
+    assert!(out.is_ok());
+    assert_eq!(ledger.get(|l| l.len()), 1);
+    // Released: the next attempt succeeds at once.
+    let next = locks.try_acquire("job", ttl).await.unwrap().expect("released");
+    locks.release(next).await.unwrap();
+
+    let breaker = locks.clone();
+    let r = locks
+        .with_lock("job", ttl, Duration::from_secs(1), |guard| async move {
+            breaker.break_lock(guard.key());
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            "finished"
+        })
+        .await;
+    assert!(matches!(r, Err(fenced_lock::LockError::LockLost { .. })), "{r:?}");
+}

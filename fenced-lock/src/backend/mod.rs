@@ -119,6 +119,55 @@ pub trait LockBackend: Send + Sync {
         }
     }
 
+    /// The whole pattern in one call: acquires (bounded by `wait`), keeps the lease alive
+    /// with a [`Keeper`](crate::Keeper), runs `work` with a [`LockGuard`], cancels the work
+    /// (drops its future) the moment the lease is lost, and releases. `Err(LockLost)`
+    /// means the work was cut short. The guard hands the work the lease's
+    /// [`Ticket`](crate::Ticket), for the fence forms, and never the owner id.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fenced_lock::{Fenced, LockBackend, MemoryBackend};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let locks = MemoryBackend::new();
+    /// let ledger = Fenced::new(Vec::new());
+    /// let ledger_ref = &ledger;
+    /// let written = locks
+    ///     .with_lock("ledger", Duration::from_secs(5), Duration::from_secs(1), |guard| async move {
+    ///         ledger_ref.apply(guard.ticket(), |l| l.push("entry"))
+    ///     })
+    ///     .await??;
+    /// assert_eq!(ledger.get(|l| l.len()), 1);
+    /// # let _ = written; Ok(()) }
+    /// ```
+    fn with_lock<F, Fut>(
+        &self,
+        key: &str,
+        ttl: Duration,
+        wait: Duration,
+        work: F,
+    ) -> impl Future<Output = Result<Fut::Output, LockError>> + Send
+    where
+        Self: Clone + 'static,
+        F: FnOnce(crate::LockGuard) -> Fut + Send,
+        Fut: Future + Send,
+        Fut::Output: Send,
+    {
+        async move {
+            let lease = self.acquire(key, ttl, wait).await?;
+            let keeper = crate::Keeper::new(self.clone(), lease);
+            let guard = crate::LockGuard::new(&keeper);
+            let out = keeper.run(work(guard)).await;
+            // The work is over (or cut short); a failed release only means the lease
+            // runs out on its own.
+            if let Err(e) = keeper.release().await {
+                tracing::warn!(target: "fenced_lock", key, error = %e, "release after with_lock failed");
+            }
+            out
+        }
+    }
+
     /// Extends the lease by its TTL, keeping the token. Fails with
     /// [`LockError::LockLost`] if the lease is no longer ours (expired, released,
     /// taken over), and never extends someone else's lease.
