@@ -303,6 +303,7 @@ async fn renew_loop<B: LockBackend>(
         };
         match attempt {
             Ok(Ok(())) => {
+                tracing::trace!(target: "fenced_lock", key = lease.key(), token = lease.token().get(), "renewed");
                 tx.send_modify(|s| s.valid_until = lease.valid_until());
                 next = Instant::now() + period;
             }
@@ -312,6 +313,14 @@ async fn renew_loop<B: LockBackend>(
             Err(_) => break LossReason::Expired,
         }
     };
+    // Key and token only: the owner id authorises renew and release and never reaches logs.
+    tracing::warn!(
+        target: "fenced_lock",
+        key = lease.key(),
+        token = lease.token().get(),
+        ?reason,
+        "lease lost"
+    );
     tx.send_modify(|s| s.lost = Some(reason));
     None
 }

@@ -93,7 +93,16 @@ pub trait LockBackend: Send + Sync {
                             .await
                     };
                     match attempt {
-                        Ok(Some(lease)) => return Ok(lease),
+                        Ok(Some(lease)) => {
+                            tracing::debug!(
+                                target: "fenced_lock",
+                                key,
+                                token = lease.token().get(),
+                                waited_ms = started.elapsed().as_millis() as u64,
+                                "acquired"
+                            );
+                            return Ok(lease);
+                        }
                         Ok(None) => seen_held = true,
                         Err(e @ LockError::Unavailable { .. }) => last_error = Some(e),
                         Err(e) => return Err(e),
