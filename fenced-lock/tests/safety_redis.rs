@@ -260,3 +260,32 @@ async fn renewal_waits_for_replicas_too() {
     assert!(err.to_string().contains("replicas"), "{err}");
     assert!(!err.is_lock_lost(), "{err}");
 }
+
+/// P9: counters of one-off lock names were never deleted. `cleanup_idle` deletes those of
+/// keys not held, and tokens still never go back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_deletes_idle_counters_and_tokens_stay_monotonic() {
+    let server = RedisServer::start(false).await;
+    let b = RedisBackend::connect_with(&server.url(), RedisOptions::default().prefix("app[1]:"))
+        .await
+        .unwrap();
+    let mut last = std::collections::HashMap::new();
+    for i in 0..300 {
+        let key = format!("order-{i}");
+        let l = b.try_acquire(&key, Duration::from_secs(5)).await.unwrap().unwrap();
+        last.insert(key, l.token());
+        assert!(b.release(l).await.unwrap());
+    }
+    let held = b.try_acquire("busy", Duration::from_secs(30)).await.unwrap().unwrap();
+    let mut c = raw(&server.url()).await;
+    let _: () = redis::cmd("SET").arg("unrelated").arg("1").query_async(&mut c).await.unwrap();
+    assert_eq!(b.cleanup_idle().await.unwrap(), 300);
+    let n: i64 = redis::cmd("DBSIZE").query_async(&mut c).await.unwrap();
+    assert_eq!(n, 3, "left: the held lock, its counter, the unrelated key");
+    for (key, before) in &last {
+        let l = b.try_acquire(key, Duration::from_secs(5)).await.unwrap().unwrap();
+        assert!(l.token() > *before, "{key}: {} after cleanup, {before} before", l.token());
+        b.release(l).await.unwrap();
+    }
+    assert!(b.renew(&mut { held }).await.is_ok(), "cleanup touched a held lock");
+}

@@ -292,6 +292,63 @@ impl RedisBackend {
         format!("{}fence:{}", self.options.prefix, hash_tag(key))
     }
 
+    /// Operator cleanup: deletes the token counters of keys that are not held, so
+    /// counters of one-off lock names do not pile up. Safe because tokens never go below
+    /// the server's `TIME`: a key acquired again after its counter was deleted still gets
+    /// a larger token (unless the server clock stepped backwards meanwhile). Each
+    /// deletion is one script (`if not EXISTS lock then DEL counter`); returns how many
+    /// counters were deleted. Walks the keyspace with `SCAN`, so it is bounded per call
+    /// by `op_timeout` per batch, not by the total.
+    pub async fn cleanup_idle(&self) -> Result<u64, LockError> {
+        const DROP_IDLE: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then return redis.call('DEL', KEYS[2]) end
+return 0
+";
+        let script = Script::new(DROP_IDLE);
+        let glob: String = self
+            .options
+            .prefix
+            .chars()
+            .flat_map(|c| match c {
+                '*' | '?' | '[' | ']' | '\\' => vec!['\\', c],
+                c => vec![c],
+            })
+            .collect();
+        let pattern = format!("{glob}fence:*");
+        let counter_prefix = format!("{}fence:", self.options.prefix);
+        let mut conn = self.conn.clone();
+        let mut cursor: u64 = 0;
+        let mut deleted = 0;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(500)
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| redis_error("cleanup", e))?;
+            for counter in keys {
+                let Some(tag) = counter.strip_prefix(&counter_prefix) else {
+                    continue;
+                };
+                let lock = format!("{}lock:{tag}", self.options.prefix);
+                let n: i64 = script
+                    .key(lock)
+                    .key(&counter)
+                    .invoke_async(&mut conn)
+                    .await
+                    .map_err(|e| redis_error("cleanup", e))?;
+                deleted += u64::try_from(n).unwrap_or(0);
+            }
+            if next == 0 {
+                return Ok(deleted);
+            }
+            cursor = next;
+        }
+    }
+
     fn value(lease: &Lease) -> String {
         format!("{}:{}", lease.owner(), lease.token())
     }
