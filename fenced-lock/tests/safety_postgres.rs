@@ -226,3 +226,49 @@ async fn fenced_transaction_stops_a_paused_holder() {
     );
     assert_eq!(read().await, 2000, "the stale holder's write came last");
 }
+
+/// P9: lock rows could never be deleted without resetting tokens. Tokens now come from a
+/// sequence, `cleanup_idle` deletes idle rows, and a deleted key's next token is larger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_deletes_idle_rows_and_tokens_stay_monotonic() {
+    let table = unique("locks");
+    let _drop = Cleanup(format!("DROP TABLE IF EXISTS {table}"));
+    let b = PostgresBackend::connect_with(&config(), PostgresOptions::default().table(&table))
+        .await
+        .unwrap();
+    let mut last = std::collections::HashMap::new();
+    for i in 0..50 {
+        let key = format!("order-{i}");
+        let l = b.try_acquire(&key, Duration::from_secs(5)).await.unwrap().unwrap();
+        last.insert(key, l.token());
+        assert!(b.release(l).await.unwrap());
+    }
+    let mut held = b.try_acquire("busy", Duration::from_secs(30)).await.unwrap().unwrap();
+    assert_eq!(b.cleanup_idle(Duration::ZERO).await.unwrap(), 50);
+    assert_eq!(b.cleanup_idle(Duration::MAX).await.unwrap(), 0);
+    // The sequence belongs to the table (dropped with it, so tests leave nothing behind).
+    let owned: i64 = admin()
+        .await
+        .query_one(
+            "SELECT count(*) FROM pg_depend d JOIN pg_class s ON s.oid = d.objid
+              WHERE s.relname = $1 AND d.deptype = 'a'",
+            &[&format!("{table}_token_seq")],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(owned, 1);
+    let rows: i64 = admin()
+        .await
+        .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 1, "only the held key's row is left");
+    for (key, before) in &last {
+        let l = b.try_acquire(key, Duration::from_secs(5)).await.unwrap().unwrap();
+        assert!(l.token() > *before, "{key}: {} after cleanup, {before} before", l.token());
+        b.release(l).await.unwrap();
+    }
+    b.renew(&mut held).await.expect("cleanup touched a held lock");
+}

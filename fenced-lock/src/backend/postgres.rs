@@ -30,6 +30,8 @@ use crate::lease::{ttl_millis, validate};
 use crate::{ClockDrift, FencingToken, Lease, LockBackend, LockError, OwnerId};
 
 const NAME: &str = "postgres";
+/// Longest idle period `cleanup_idle` takes literally (PostgreSQL intervals are bounded).
+const MAX_IDLE: Duration = Duration::from_secs(100 * 365 * 86400);
 
 /// Options of [`PostgresBackend`].
 #[derive(Clone, Debug)]
@@ -160,6 +162,22 @@ pub(crate) fn quoted_table(name: &str) -> Result<String, LockError> {
         .join("."))
 }
 
+/// The token sequence of lock table `name`: `"schema"."table_token_seq"` (the table part
+/// shortened so the name stays within PostgreSQL's 63 bytes).
+pub(crate) fn quoted_sequence(name: &str) -> Result<String, LockError> {
+    check_table_name(name)?;
+    let (schema, table) = match name.split_once('.') {
+        Some((s, t)) => (Some(s), t),
+        None => (None, name),
+    };
+    let short = &table[..table.len().min(53)];
+    let seq = format!("{short}_token_seq");
+    Ok(match schema {
+        Some(s) => quoted_table(&format!("{s}.{seq}"))?,
+        None => quoted_table(&seq)?,
+    })
+}
+
 /// Checks that `name` is `ident` or `schema.ident` with plain identifiers.
 pub(crate) fn check_table_name(name: &str) -> Result<(), LockError> {
     let ok_ident = |s: &str| {
@@ -215,8 +233,13 @@ pub(crate) async fn connect_client(config: &str, limit: Duration) -> Result<Clie
     bounded(NAME, "connect", limit, fut).await
 }
 
-/// The `CREATE TABLE IF NOT EXISTS` statement for a lock table.
+/// The statements creating a lock table and its token sequence (`<table>_token_seq`).
+///
+/// Tokens come from the sequence (and never fall below the row's previous token), so
+/// rows of idle keys can be deleted ([`PostgresBackend::cleanup_idle`]) without a later
+/// acquisition of the same key repeating a token.
 pub fn migration_sql(table: &str) -> Result<String, LockError> {
+    let seq = quoted_sequence(table)?;
     let table = quoted_table(table)?;
     Ok(format!(
         "CREATE TABLE IF NOT EXISTS {table} (
@@ -224,7 +247,8 @@ pub fn migration_sql(table: &str) -> Result<String, LockError> {
             token      bigint NOT NULL CHECK (token > 0),
             owner      bytea,
             expires_at timestamptz NOT NULL
-        )"
+        );
+        CREATE SEQUENCE IF NOT EXISTS {seq} AS bigint OWNED BY {table}.token"
     ))
 }
 
@@ -273,6 +297,32 @@ impl PostgresBackend {
         })
     }
 
+    /// Operator cleanup: deletes the rows of keys that nobody has held for `idle_for`
+    /// (released rows count as idle since forever), so one-off lock names do not pile
+    /// up. Safe for tokens: a deleted key's next token comes from the sequence, which is
+    /// past every token it handed out; rows whose token is not yet covered by the
+    /// sequence (older tables) are kept. Returns how many rows were deleted.
+    pub async fn cleanup_idle(&self, idle_for: Duration) -> Result<u64, LockError> {
+        let t = quoted_table(&self.inner.options.table)?;
+        let seq = quoted_sequence(&self.inner.options.table)?;
+        let conn = self.conn().await?;
+        let limit = self.inner.options.op_timeout;
+        let sql = format!(
+            "DELETE FROM {t}
+              WHERE expires_at < now() - $1::bigint * interval '1 millisecond'
+                AND token <= (SELECT last_value FROM {seq})"
+        );
+        conn.check(
+            bounded(NAME, "cleanup", limit, async {
+                conn.client
+                    .execute(&sql, &[&ttl_millis(idle_for.min(MAX_IDLE))])
+                    .await
+                    .map_err(|e| pg_error("cleanup", e))
+            })
+            .await,
+        )
+    }
+
     /// The current connection, e.g. to run the fenced write in the same database.
     pub fn client(&self) -> PgClient {
         PgClient(self.current())
@@ -312,6 +362,8 @@ impl Conn {
     async fn setup(client: Client, options: &PostgresOptions) -> Result<Self, LockError> {
         let t = quoted_table(&options.table)?;
         let t = t.as_str();
+        // Inside nextval('…') the quoted name is a string literal: no single quotes in it.
+        let seq = quoted_sequence(&options.table)?;
         let setup = async {
             // Server-side bounds, so a statement the client stopped waiting for (or whose
             // client vanished) cannot go on and take a lock for nobody.
@@ -349,9 +401,10 @@ impl Conn {
             };
             let acquire = prep(format!(
                 "INSERT INTO {t} AS l (lock_key, token, owner, expires_at)
-                 VALUES ($1, 1, $2, now() + $3::bigint * interval '1 millisecond')
+                 VALUES ($1, nextval('{seq}'), $2, now() + $3::bigint * interval '1 millisecond')
                  ON CONFLICT (lock_key) DO UPDATE
-                    SET token = l.token + 1, owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+                    SET token = GREATEST(l.token + 1, EXCLUDED.token),
+                        owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
                     WHERE l.expires_at <= now()
                  RETURNING token"
             ))
