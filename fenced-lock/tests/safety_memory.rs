@@ -153,7 +153,11 @@ async fn with_lock_runs_keeps_releases_and_cancels_on_loss() {
     assert!(out.is_ok());
     assert_eq!(ledger.get(|l| l.len()), 1);
     // Released: the next attempt succeeds at once.
-    let next = locks.try_acquire("job", ttl).await.unwrap().expect("released");
+    let next = locks
+        .try_acquire("job", ttl)
+        .await
+        .unwrap()
+        .expect("released");
     locks.release(next).await.unwrap();
 
     let breaker = locks.clone();
@@ -164,5 +168,8 @@ async fn with_lock_runs_keeps_releases_and_cancels_on_loss() {
             "finished"
         })
         .await;
-    assert!(matches!(r, Err(fenced_lock::LockError::LockLost { .. })), "{r:?}");
+    assert!(
+        matches!(r, Err(fenced_lock::LockError::LockLost { .. })),
+        "{r:?}"
+    );
 }

@@ -239,11 +239,19 @@ async fn cleanup_deletes_idle_rows_and_tokens_stay_monotonic() {
     let mut last = std::collections::HashMap::new();
     for i in 0..50 {
         let key = format!("order-{i}");
-        let l = b.try_acquire(&key, Duration::from_secs(5)).await.unwrap().unwrap();
+        let l = b
+            .try_acquire(&key, Duration::from_secs(5))
+            .await
+            .unwrap()
+            .unwrap();
         last.insert(key, l.token());
         assert!(b.release(l).await.unwrap());
     }
-    let mut held = b.try_acquire("busy", Duration::from_secs(30)).await.unwrap().unwrap();
+    let mut held = b
+        .try_acquire("busy", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(b.cleanup_idle(Duration::ZERO).await.unwrap(), 50);
     assert_eq!(b.cleanup_idle(Duration::MAX).await.unwrap(), 0);
     // The sequence belongs to the table (dropped with it, so tests leave nothing behind).
@@ -266,9 +274,19 @@ async fn cleanup_deletes_idle_rows_and_tokens_stay_monotonic() {
         .get(0);
     assert_eq!(rows, 1, "only the held key's row is left");
     for (key, before) in &last {
-        let l = b.try_acquire(key, Duration::from_secs(5)).await.unwrap().unwrap();
-        assert!(l.token() > *before, "{key}: {} after cleanup, {before} before", l.token());
+        let l = b
+            .try_acquire(key, Duration::from_secs(5))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            l.token() > *before,
+            "{key}: {} after cleanup, {before} before",
+            l.token()
+        );
         b.release(l).await.unwrap();
     }
-    b.renew(&mut held).await.expect("cleanup touched a held lock");
+    b.renew(&mut held)
+        .await
+        .expect("cleanup touched a held lock");
 }

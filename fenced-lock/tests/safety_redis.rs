@@ -272,20 +272,71 @@ async fn cleanup_deletes_idle_counters_and_tokens_stay_monotonic() {
     let mut last = std::collections::HashMap::new();
     for i in 0..300 {
         let key = format!("order-{i}");
-        let l = b.try_acquire(&key, Duration::from_secs(5)).await.unwrap().unwrap();
+        let l = b
+            .try_acquire(&key, Duration::from_secs(5))
+            .await
+            .unwrap()
+            .unwrap();
         last.insert(key, l.token());
         assert!(b.release(l).await.unwrap());
     }
-    let held = b.try_acquire("busy", Duration::from_secs(30)).await.unwrap().unwrap();
+    let held = b
+        .try_acquire("busy", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
     let mut c = raw(&server.url()).await;
-    let _: () = redis::cmd("SET").arg("unrelated").arg("1").query_async(&mut c).await.unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("unrelated")
+        .arg("1")
+        .query_async(&mut c)
+        .await
+        .unwrap();
     assert_eq!(b.cleanup_idle().await.unwrap(), 300);
     let n: i64 = redis::cmd("DBSIZE").query_async(&mut c).await.unwrap();
     assert_eq!(n, 3, "left: the held lock, its counter, the unrelated key");
     for (key, before) in &last {
-        let l = b.try_acquire(key, Duration::from_secs(5)).await.unwrap().unwrap();
-        assert!(l.token() > *before, "{key}: {} after cleanup, {before} before", l.token());
+        let l = b
+            .try_acquire(key, Duration::from_secs(5))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            l.token() > *before,
+            "{key}: {} after cleanup, {before} before",
+            l.token()
+        );
         b.release(l).await.unwrap();
     }
-    assert!(b.renew(&mut { held }).await.is_ok(), "cleanup touched a held lock");
+    assert!(
+        b.renew(&mut { held }).await.is_ok(),
+        "cleanup touched a held lock"
+    );
+}
+
+/// A lease granted after a restart the backend has not noticed yet fails closed at its
+/// first renewal (spurious, never unsafe); the backend then knows the new run_id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backend_learns_the_new_run_id_after_a_restart() {
+    let mut server = RedisServer::start(false).await;
+    let b = RedisBackend::connect(&server.url()).await.unwrap();
+    server.crash_and_restart().await;
+    let mut first = loop {
+        match b.try_acquire("job", Duration::from_secs(10)).await {
+            Ok(Some(l)) => break l,
+            Ok(None) => panic!("held after a restart without persistence"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    };
+    let r = b.renew(&mut first).await;
+    assert!(matches!(r, Err(LockError::LockLost { .. })), "{r:?}");
+    let mut second = b
+        .try_acquire("job", Duration::from_secs(10))
+        .await
+        .unwrap()
+        .unwrap();
+    b.renew(&mut second)
+        .await
+        .expect("renewal with the current run_id");
+    assert!(second.token() > first.token());
 }

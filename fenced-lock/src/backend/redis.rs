@@ -14,8 +14,11 @@
 //!   more than the time since. Tokens are therefore large (about 1.7·10¹⁵), still
 //!   exact in Lua, in `bigint` and in JSON.
 //! * **A restart under a held lease fails closed**: each lease records the server's
-//!   `run_id`; a renewal that meets another `run_id` reports [`LockError::LockLost`]
-//!   (and deletes the key if it is still ours), so a keeper cancels the work.
+//!   `run_id` (as the backend last saw it: at connect, or at a renewal that met a new
+//!   one); a renewal that meets another `run_id` reports [`LockError::LockLost`] (and
+//!   deletes the key if it is still ours), so a keeper cancels the work. A lease
+//!   granted just after a restart the backend had not yet seen fails its first
+//!   renewal the same way: a spurious loss, never a missed one.
 //! * **The server is checked at connect** ([`RedisOptions::strict_server`]): an eviction
 //!   policy other than `noeviction` (which can evict the counter, `allkeys-*`, or a held
 //!   lock key, `volatile-*`) and a replica are refused; no AOF is warned about.
@@ -60,7 +63,7 @@ local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
 local t = string.format('%.0f', math.max(last + 1, floor))
 redis.call('SET', KEYS[2], t)
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. t, 'PX', ARGV[2])
-return {t, run_id()}
+return t
 ";
 
 const RENEW: &str = r"
@@ -201,6 +204,11 @@ pub struct RedisBackend {
     scripts: Arc<Scripts>,
     options: Arc<RedisOptions>,
     warnings: Arc<[String]>,
+    /// The server's `run_id` as last seen (at connect, or by a renewal that met a new
+    /// one). Leases record it; `INFO` is not paid on every acquire. A restart between
+    /// that sighting and an acquire makes the lease's first renewal fail closed: a
+    /// spurious loss, never a missed one.
+    run_id: Arc<std::sync::RwLock<String>>,
 }
 
 struct Scripts {
@@ -257,7 +265,7 @@ impl RedisBackend {
     /// [`RedisOptions::strict_server`]).
     pub async fn connect_with(url: &str, options: RedisOptions) -> Result<Self, LockError> {
         let mut conn = connect_manager(url, options.op_timeout).await?;
-        let warnings = bounded(
+        let (warnings, run_id) = bounded(
             NAME,
             "server check",
             options.op_timeout,
@@ -267,12 +275,13 @@ impl RedisBackend {
         Ok(Self {
             conn,
             scripts: Arc::new(Scripts {
-                acquire: Script::new(&format!("{RUN_ID}{ACQUIRE}")),
+                acquire: Script::new(ACQUIRE),
                 renew: Script::new(&format!("{RUN_ID}{RENEW}")),
                 release: Script::new(RELEASE),
             }),
             options: Arc::new(options),
             warnings: warnings.into(),
+            run_id: Arc::new(std::sync::RwLock::new(run_id)),
         })
     }
 
@@ -369,7 +378,7 @@ return 0
 async fn check_server(
     conn: &mut ConnectionManager,
     strict: bool,
-) -> Result<Vec<String>, LockError> {
+) -> Result<(Vec<String>, String), LockError> {
     let info: String = redis::cmd("INFO")
         .query_async(conn)
         .await
@@ -414,10 +423,27 @@ async fn check_server(
     for w in &fatal {
         tracing::warn!(target: "fenced_lock", backend = NAME, "{w}");
     }
-    Ok(fatal)
+    let run_id = field("run_id").unwrap_or_default().to_owned();
+    Ok((fatal, run_id))
 }
 
 impl RedisBackend {
+    /// Best effort: a failure leaves the old value, whose leases then fail closed too.
+    async fn refresh_run_id(&self) {
+        let mut conn = self.conn.clone();
+        let info: Result<String, _> = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut conn)
+            .await;
+        if let Some(id) = info.ok().as_deref().and_then(|i| {
+            i.lines()
+                .find_map(|l| l.strip_prefix("run_id:"))
+                .map(|v| v.trim().to_owned())
+        }) {
+            *self.run_id.write().unwrap_or_else(|e| e.into_inner()) = id;
+        }
+    }
+
     /// After a grant or renewal, the `WAIT` of [`RedisOptions::wait_for_replicas`].
     async fn replicated(&self, context: &'static str) -> Result<(), LockError> {
         let Some((replicas, timeout)) = self.options.wait_for_replicas else {
@@ -466,9 +492,9 @@ impl LockBackend for RedisBackend {
         if reply == redis::Value::Int(0) {
             return Ok(None);
         }
-        let parsed: Option<(String, String)> = redis::from_redis_value(reply).ok();
-        let (token, run_id) = parsed
-            .and_then(|(t, r)| Some((t.parse::<u64>().ok().and_then(FencingToken::new)?, r)))
+        let parsed: Option<String> = redis::from_redis_value(reply).ok();
+        let token = parsed
+            .and_then(|t| t.parse::<u64>().ok().and_then(FencingToken::new))
             .ok_or_else(|| LockError::Backend {
                 backend: NAME,
                 context: "acquire",
@@ -476,7 +502,12 @@ impl LockBackend for RedisBackend {
             })?;
         let lease = Lease::new(key, token, owner, ttl, sent + ttl)
             .with_drift(self.options.clock_drift)
-            .with_server(run_id);
+            .with_server(
+                self.run_id
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone(),
+            );
         if let Err(e) = self.replicated("acquire").await {
             let _ = self.release(lease).await;
             return Err(e);
@@ -497,6 +528,11 @@ impl LockBackend for RedisBackend {
             .invoke_async(&mut conn)
             .await
             .map_err(|e| redis_error("renew", e))?;
+        if n == -1 {
+            // The server restarted since the lease was granted: fail closed, and learn
+            // the new run_id for the leases granted from now on.
+            self.refresh_run_id().await;
+        }
         if n == 1 {
             // Not confirmed until replicated: a failed WAIT is retried by the keeper.
             self.replicated("renew").await?;
