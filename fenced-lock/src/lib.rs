@@ -82,6 +82,8 @@ pub use backend::memory::MemoryBackend;
 pub use backend::postgres::{PostgresBackend, PostgresOptions};
 #[cfg(feature = "redis")]
 pub use backend::redis::{RedisBackend, RedisOptions};
+#[cfg(feature = "etcd")]
+pub use fence::etcd::EtcdFence;
 #[cfg(feature = "memory")]
 pub use fence::memory::{Fenced, MemoryFence};
 #[cfg(feature = "postgres")]

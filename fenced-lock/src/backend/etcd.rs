@@ -82,7 +82,7 @@ impl std::fmt::Debug for EtcdBackend {
     }
 }
 
-fn etcd_error(context: &'static str, e: etcd_client::Error) -> LockError {
+pub(crate) fn etcd_error(context: &'static str, e: etcd_client::Error) -> LockError {
     use etcd_client::Error as E;
     match e {
         E::TransportError(_) | E::IoError(_) => LockError::unavailable(NAME, context, e),

@@ -14,6 +14,8 @@
 //!   `UPDATE … WHERE fence_token < $1` binding the token directly;
 //! * Redis: [`RedisFence::set`](redis::RedisFence::set), `hset`, `incr`, `del` and
 //!   [`eval`](redis::RedisFence::eval): the check and the command in one script;
+//! * etcd: `EtcdFence::txn` / `put`: the check and your operations in one etcd
+//!   transaction;
 //! * memory: [`Fenced::apply`](memory::Fenced::apply) and
 //!   [`MemoryFence::apply`](memory::MemoryFence::apply): the closure runs under the
 //!   fence's lock.
@@ -25,6 +27,8 @@ use std::future::Future;
 
 use crate::{FenceError, Ticket};
 
+#[cfg(feature = "etcd")]
+pub mod etcd;
 #[cfg(feature = "memory")]
 pub mod memory;
 #[cfg(feature = "postgres")]
@@ -50,6 +54,7 @@ pub trait Fence: Send + Sync {
     ) -> impl Future<Output = Result<(), FenceError>> + Send;
 }
 
+#[cfg_attr(not(any(feature = "memory", feature = "etcd")), allow(dead_code))]
 /// Whether a fence that last admitted `current` admits `presented`: a newer token, or
 /// the same token from the same holder.
 pub(crate) fn admits(current: Option<Ticket>, presented: Ticket) -> bool {
@@ -76,7 +81,7 @@ pub(crate) fn check_resource(resource: &str) -> Result<(), FenceError> {
 
 /// A store error met by a fence: `Unavailable` when the store could not be reached, so that an
 /// outage is never mistaken for an admit or a rejection.
-#[cfg(any(feature = "postgres", feature = "redis"))]
+#[cfg(any(feature = "postgres", feature = "redis", feature = "etcd"))]
 pub(crate) fn backend_error(backend: &'static str, e: crate::LockError) -> FenceError {
     match e {
         crate::LockError::Unavailable { source, .. } => FenceError::Unavailable { backend, source },
