@@ -290,3 +290,105 @@ async fn cleanup_deletes_idle_rows_and_tokens_stay_monotonic() {
         .await
         .expect("cleanup touched a held lock");
 }
+
+/// History checker for defect 1: workers take turns on one lock with a short TTL and
+/// pause at random *between the fence check and the write* (often past their lease).
+/// Every accepted write appends its token to a log in the row; a write from a superseded
+/// holder landing after a newer one shows up as a decrease. The control run uses the
+/// bare check followed by a separate write and must show violations (so the checker can
+/// fail); the fenced transaction must show none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_checker_paused_between_check_and_write() {
+    use fenced_lock::Fence;
+    async fn run(atomic: bool) -> (usize, usize, usize) {
+        let locks = unique("hlocks");
+        let fences = unique("hfence");
+        let data = unique("hdata");
+        let _drop = Cleanup(format!(
+            "DROP TABLE IF EXISTS {locks}; DROP TABLE IF EXISTS {fences}; DROP TABLE IF EXISTS {data}"
+        ));
+        admin()
+            .await
+            .batch_execute(&format!(
+                "CREATE TABLE {data} (id int PRIMARY KEY, log bigint[] NOT NULL DEFAULT '{{}}');
+                 INSERT INTO {data} VALUES (1, DEFAULT)"
+            ))
+            .await
+            .unwrap();
+        let backend =
+            PostgresBackend::connect_with(&config(), PostgresOptions::default().table(&locks))
+                .await
+                .unwrap();
+        let fence = PostgresFence::connect(&config(), &fences).await.unwrap();
+        let rejected = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut workers = Vec::new();
+        for w in 0..3u64 {
+            let (backend, fence, data, rejected) = (
+                backend.clone(),
+                fence.clone(),
+                data.clone(),
+                rejected.clone(),
+            );
+            workers.push(tokio::spawn(async move {
+                let mut client = admin().await;
+                let write = format!("UPDATE {data} SET log = log || $1::bigint WHERE id = 1");
+                for round in 0..8u64 {
+                    let Ok(lease) = backend
+                        .acquire("res", Duration::from_millis(80), Duration::from_secs(3))
+                        .await
+                    else {
+                        continue;
+                    };
+                    // Deterministic spread of pauses: some well past the 80 ms lease.
+                    let pause = Duration::from_millis((w * 37 + round * 53) % 200);
+                    let tok = lease.token().get() as i64;
+                    if atomic {
+                        match fence.transaction(&mut client, "res", lease.ticket()).await {
+                            Ok(tx) => {
+                                tokio::time::sleep(pause).await;
+                                tx.execute(&write, &[&tok]).await.unwrap();
+                                tx.commit().await.unwrap();
+                            }
+                            Err(_) => {
+                                rejected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }
+                        }
+                    } else if fence.check_only("res", lease.ticket()).await.is_ok() {
+                        tokio::time::sleep(pause).await;
+                        client.execute(&write, &[&tok]).await.unwrap();
+                    } else {
+                        rejected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    let _ = backend.release(lease).await;
+                }
+            }));
+        }
+        for w in workers {
+            w.await.unwrap();
+        }
+        let log: Vec<i64> = admin()
+            .await
+            .query_one(&format!("SELECT log FROM {data} WHERE id = 1"), &[])
+            .await
+            .unwrap()
+            .get(0);
+        let violations = log.windows(2).filter(|p| p[1] < p[0]).count();
+        (
+            log.len(),
+            rejected.load(std::sync::atomic::Ordering::Relaxed),
+            violations,
+        )
+    }
+    let (writes, rejected, violations) = run(true).await;
+    let (c_writes, c_rejected, c_violations) = run(false).await;
+    eprintln!(
+        "history-checker postgres: fenced transaction writes={writes} rejected={rejected} violations={violations}; \
+         check-then-write control writes={c_writes} rejected={c_rejected} violations={c_violations}"
+    );
+    assert_eq!(violations, 0, "a superseded holder wrote after a newer one");
+    assert!(writes > 0);
+    assert!(
+        c_violations > 0,
+        "the checker found nothing in the unsafe control run"
+    );
+}
