@@ -129,7 +129,7 @@ pub trait LockBackend: Send + Sync {
     }
 
     /// The whole pattern in one call: acquires (bounded by `wait`), keeps the lease alive
-    /// with a [`Keeper`](crate::Keeper), runs `work` with a [`LockGuard`], cancels the work
+    /// with a [`Keeper`](crate::Keeper), runs `work` with a [`LockGuard`](crate::LockGuard), cancels the work
     /// (drops its future) the moment the lease is lost, and releases. `Err(LockLost)`
     /// means the work was cut short. The guard hands the work the lease's
     /// [`Ticket`](crate::Ticket), for the fence forms, and never the owner id.

@@ -1,6 +1,6 @@
 //! PostgreSQL backend: one row per key in a lock table, times on the database clock.
 //!
-//! Table (created by [`migrate`]):
+//! Table and token sequence (created by [`migrate`]):
 //!
 //! ```sql
 //! CREATE TABLE IF NOT EXISTS fenced_lock (
@@ -9,15 +9,27 @@
 //!     owner      bytea,
 //!     expires_at timestamptz NOT NULL
 //! );
+//! CREATE SEQUENCE IF NOT EXISTS fenced_lock_token_seq AS bigint OWNED BY fenced_lock.token;
 //! ```
 //!
-//! Acquire is a single `INSERT … ON CONFLICT (lock_key) DO UPDATE … WHERE
-//! expires_at <= now() RETURNING token`: the row's token is incremented only
-//! when the previous hold is over, under the row lock, with `now()` from the
-//! database so client clocks never matter. Renew and release are `UPDATE`s
-//! conditioned on key + owner + token + not expired. Release never deletes the
-//! row (it clears the owner and sets `expires_at` to `-infinity`), so the token
-//! never resets; do not delete rows by hand either.
+//! Acquire is a single `INSERT … VALUES (…, nextval(seq), …) ON CONFLICT (lock_key) DO
+//! UPDATE SET token = GREATEST(token + 1, EXCLUDED.token) … WHERE expires_at <= now()
+//! RETURNING token`: a new token only when the previous hold is over, under the row
+//! lock, with `now()` from the database. Renew and release are `UPDATE`s conditioned on
+//! key + owner + token + not expired; release keeps the row. Tokens come from the
+//! sequence, so [`PostgresBackend::cleanup_idle`] can delete idle rows without a later
+//! acquisition repeating a token.
+//!
+//! **Not consensus.** One primary: with `synchronous_commit = off`/`local` or an
+//! asynchronous standby promoted after a failover, an acknowledged grant can be lost
+//! ([`PostgresOptions::require_durable`] refuses such servers; by default they are
+//! logged). The expiry runs on the server's wall clock; the client's validity keeps a
+//! [`ClockDrift`] margin.
+//!
+//! The lock connection runs with `lock_timeout` and `statement_timeout` of at most
+//! `op_timeout`. An attempt the client stops waiting for (its budget ran out) is
+//! cancelled on the server and its outcome awaited; a grant that landed anyway is
+//! released. So an `Err` never leaves the key held for nobody.
 
 use std::sync::Arc;
 use std::time::Duration;
