@@ -67,7 +67,7 @@ mod keeper;
 mod lease;
 mod token;
 
-pub use backend::LockBackend;
+pub use backend::{LockAdmin, LockBackend, LockInfo};
 pub use error::{BoxError, FenceError, LockError, StaleToken};
 pub use fence::Fence;
 pub use keeper::{DEFAULT_RENEW_FRACTION, Keeper, LockGuard, LossReason, LossWatch};

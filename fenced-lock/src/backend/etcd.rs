@@ -309,6 +309,53 @@ impl LockBackend for EtcdBackend {
     }
 }
 
+impl crate::LockAdmin for EtcdBackend {
+    async fn inspect(&self, key: &str) -> Result<Option<crate::LockInfo>, LockError> {
+        let mut c = self.client.clone();
+        let k = self.etcd_key(key);
+        let limit = self.options.op_timeout;
+        let got = bounded(NAME, "inspect", limit, async {
+            c.get(k.as_str(), None)
+                .await
+                .map_err(|e| etcd_error("inspect", e))
+        })
+        .await?;
+        let Some(kv) = got.kvs().first() else {
+            return Ok(None);
+        };
+        let Some(token) = u64::try_from(kv.create_revision())
+            .ok()
+            .and_then(FencingToken::new)
+        else {
+            return Ok(None);
+        };
+        let lease = kv.lease();
+        let ttl = bounded(NAME, "inspect", limit, async {
+            c.lease_time_to_live(lease, None)
+                .await
+                .map_err(|e| etcd_error("inspect", e))
+        })
+        .await?
+        .ttl();
+        Ok((ttl > 0).then(|| crate::LockInfo {
+            token,
+            remaining: Duration::from_secs(u64::try_from(ttl).unwrap_or(0)),
+        }))
+    }
+
+    async fn force_release(&self, key: &str) -> Result<bool, LockError> {
+        let mut c = self.client.clone();
+        let k = self.etcd_key(key);
+        let r = bounded(NAME, "force release", self.options.op_timeout, async {
+            c.delete(k.as_str(), None)
+                .await
+                .map_err(|e| etcd_error("force release", e))
+        })
+        .await?;
+        Ok(r.deleted() == 1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

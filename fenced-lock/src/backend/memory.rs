@@ -125,6 +125,33 @@ impl LockBackend for MemoryBackend {
     }
 }
 
+impl crate::LockAdmin for MemoryBackend {
+    async fn inspect(&self, key: &str) -> Result<Option<crate::LockInfo>, LockError> {
+        let now = Instant::now();
+        Ok(self
+            .slots()
+            .get(key)
+            .and_then(|s| s.holder.as_ref())
+            .and_then(|h| {
+                (h.expires > now).then(|| crate::LockInfo {
+                    token: h.token,
+                    remaining: h.expires - now,
+                })
+            }))
+    }
+
+    async fn force_release(&self, key: &str) -> Result<bool, LockError> {
+        let now = Instant::now();
+        let mut slots = self.slots();
+        let Some(slot) = slots.get_mut(key) else {
+            return Ok(false);
+        };
+        let held = slot.holder.as_ref().is_some_and(|h| h.expires > now);
+        slot.holder = None;
+        Ok(held)
+    }
+}
+
 /// Grants `slot` to `owner` unless it is held and unexpired; returns the new token.
 fn take(
     slot: &mut Slot,

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::{Lease, LockError};
+use crate::{FencingToken, Lease, LockError};
 
 #[cfg(feature = "etcd")]
 pub mod etcd;
@@ -185,6 +185,30 @@ pub trait LockBackend: Send + Sync {
     /// Releases the lease if it is still ours; returns whether it was still held.
     /// Never releases a lock held by someone else.
     fn release(&self, lease: Lease) -> impl Future<Output = Result<bool, LockError>> + Send;
+}
+
+/// What an operator sees of a held lock: the hold's token and how long the backend will
+/// keep it (on the backend's clock). Never the owner id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockInfo {
+    /// The token of the current hold.
+    pub token: FencingToken,
+    /// Time left before the backend expires the hold.
+    pub remaining: Duration,
+}
+
+/// Operator access: who holds a key (by token) and until when, and breaking a stuck lock.
+pub trait LockAdmin: LockBackend {
+    /// The current hold of `key`, or `None` if it is free.
+    fn inspect(
+        &self,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<LockInfo>, LockError>> + Send;
+
+    /// Drops the current holder of `key` without its cooperation (its renewals then fail
+    /// with `LockLost`); the next acquisition still gets a larger token. Returns whether
+    /// the key was held.
+    fn force_release(&self, key: &str) -> impl Future<Output = Result<bool, LockError>> + Send;
 }
 
 /// One attempt in its own task, bounded by `limit`: when the caller stops waiting the

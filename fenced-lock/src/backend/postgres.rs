@@ -610,6 +610,56 @@ impl LockBackend for PostgresBackend {
     }
 }
 
+impl crate::LockAdmin for PostgresBackend {
+    async fn inspect(&self, key: &str) -> Result<Option<crate::LockInfo>, LockError> {
+        let t = quoted_table(&self.inner.options.table)?;
+        let sql = format!(
+            "SELECT token, (extract(epoch FROM expires_at - now()) * 1000)::bigint
+               FROM {t} WHERE lock_key = $1 AND owner IS NOT NULL AND expires_at > now()"
+        );
+        let conn = self.conn().await?;
+        let row = conn.check(
+            bounded(NAME, "inspect", self.inner.options.op_timeout, async {
+                conn.client
+                    .query_opt(&sql, &[&key])
+                    .await
+                    .map_err(|e| pg_error("inspect", e))
+            })
+            .await,
+        )?;
+        let Some(row) = row else { return Ok(None) };
+        let ms: i64 = row.try_get(1).map_err(|e| pg_error("inspect", e))?;
+        Ok(Some(crate::LockInfo {
+            token: row_token(&row)?,
+            remaining: Duration::from_millis(u64::try_from(ms).unwrap_or(0)),
+        }))
+    }
+
+    async fn force_release(&self, key: &str) -> Result<bool, LockError> {
+        let t = quoted_table(&self.inner.options.table)?;
+        let sql = format!(
+            "UPDATE {t} SET owner = NULL, expires_at = '-infinity'
+              WHERE lock_key = $1 AND owner IS NOT NULL AND expires_at > now()"
+        );
+        let conn = self.conn().await?;
+        let n = conn.check(
+            bounded(
+                NAME,
+                "force release",
+                self.inner.options.op_timeout,
+                async {
+                    conn.client
+                        .execute(&sql, &[&key])
+                        .await
+                        .map_err(|e| pg_error("force release", e))
+                },
+            )
+            .await,
+        )?;
+        Ok(n == 1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

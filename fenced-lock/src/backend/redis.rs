@@ -553,3 +553,35 @@ impl LockBackend for RedisBackend {
         Ok(n == 1)
     }
 }
+
+impl crate::LockAdmin for RedisBackend {
+    async fn inspect(&self, key: &str) -> Result<Option<crate::LockInfo>, LockError> {
+        let mut conn = self.conn.clone();
+        let (value, pttl): (Option<String>, i64) = redis::pipe()
+            .get(self.lock_key(key))
+            .pttl(self.lock_key(key))
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| redis_error("inspect", e))?;
+        // The value is `owner:token`: only the token leaves this function.
+        let token = value
+            .as_deref()
+            .and_then(|v| v.rsplit_once(':'))
+            .and_then(|(_, t)| t.parse::<u64>().ok())
+            .and_then(FencingToken::new);
+        Ok(token.filter(|_| pttl > 0).map(|token| crate::LockInfo {
+            token,
+            remaining: Duration::from_millis(u64::try_from(pttl).unwrap_or(0)),
+        }))
+    }
+
+    async fn force_release(&self, key: &str) -> Result<bool, LockError> {
+        let mut conn = self.conn.clone();
+        let n: i64 = redis::cmd("DEL")
+            .arg(self.lock_key(key))
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| redis_error("force release", e))?;
+        Ok(n == 1)
+    }
+}

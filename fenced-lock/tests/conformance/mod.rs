@@ -6,14 +6,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fenced_lock::{
-    Fence, FencingToken, HolderId, Keeper, LockBackend, LockError, LossReason, StaleToken, Ticket,
+    Fence, FencingToken, HolderId, Keeper, LockAdmin, LockBackend, LockError, LossReason,
+    StaleToken, Ticket,
 };
 use tokio::time::Instant;
 
 /// How a backend is brought up for the suite.
 pub trait Harness: Send + Sync + 'static {
     /// The backend under test.
-    type B: LockBackend + Clone + 'static;
+    type B: LockBackend + LockAdmin + Clone + 'static;
     /// A NEW client (new connection / instance) of the same backend store.
     fn client(&self) -> impl Future<Output = Self::B> + Send;
     /// A short TTL the backend honours (etcd rounds up to whole seconds).
@@ -203,6 +204,37 @@ fn fenced_lease_copy(l: &fenced_lock::Lease) -> fenced_lock::Lease {
         l.ttl(),
         l.valid_until(),
     )
+}
+
+/// Operator view: inspect shows the hold's token and time left (never the owner), and
+/// force-release frees the key; the holder then learns it lost the lock and the next
+/// token is larger.
+pub async fn inspect_and_force_release<H: Harness>(h: H) {
+    let b = h.client().await;
+    let admin = h.client().await;
+    let key = unique("admin");
+    assert_eq!(admin.inspect(&key).await.unwrap(), None);
+    let mut lease = b
+        .try_acquire(&key, h.ttl() * 4)
+        .await
+        .unwrap()
+        .expect("free");
+    let info = admin.inspect(&key).await.unwrap().expect("held");
+    assert_eq!(info.token, lease.token());
+    assert!(
+        info.remaining > Duration::ZERO && info.remaining <= h.ttl() * 4 + Duration::from_secs(1)
+    );
+    assert!(admin.force_release(&key).await.unwrap());
+    assert!(!admin.force_release(&key).await.unwrap());
+    assert_eq!(admin.inspect(&key).await.unwrap(), None);
+    assert!(b.renew(&mut lease).await.unwrap_err().is_lock_lost());
+    let next = admin
+        .try_acquire(&key, h.ttl())
+        .await
+        .unwrap()
+        .expect("freed");
+    assert!(next.token() > lease.token());
+    assert!(admin.release(next).await.unwrap());
 }
 
 pub async fn acquire_wait_is_bounded<H: Harness>(h: H) {
@@ -552,6 +584,7 @@ macro_rules! lock_suite {
         $crate::lock_suite!(@cases $harness;
             sequential_tokens_increase,
             held_key_is_not_acquired,
+            inspect_and_force_release,
             expiry_then_takeover_increases_token_and_fences_old,
             release_then_reacquire_increases_token,
             new_client_continues_tokens,
