@@ -340,3 +340,32 @@ async fn backend_learns_the_new_run_id_after_a_restart() {
         .expect("renewal with the current run_id");
     assert!(second.token() > first.token());
 }
+
+/// An acquire whose caller gave up (future dropped) while the server hung must not leave
+/// the key held for nobody once the server answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoned_acquire_leaves_no_holder() {
+    let server = RedisServer::start(false).await;
+    let b = RedisBackend::connect(&server.url()).await.unwrap();
+    server.pause();
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(200),
+        b.acquire("job", Duration::from_secs(30), Duration::from_secs(30)),
+    )
+    .await;
+    assert!(dropped.is_err(), "acquired from a hung server");
+    server.resume();
+    // The abandoned script runs once the server wakes up, then is released.
+    let mut free = None;
+    for _ in 0..100 {
+        if let Some(l) = b.try_acquire("job", Duration::from_secs(5)).await.unwrap() {
+            free = Some(l);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        free.is_some(),
+        "the abandoned grant holds the key for nobody"
+    );
+}

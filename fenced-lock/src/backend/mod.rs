@@ -211,9 +211,10 @@ pub trait LockAdmin: LockBackend {
     fn force_release(&self, key: &str) -> impl Future<Output = Result<bool, LockError>> + Send;
 }
 
-/// One attempt in its own task, bounded by `limit`: when the caller stops waiting the
-/// task is left to finish, and a grant that lands anyway is released at once, so a
-/// timed-out attempt never leaves the lock held for nobody.
+/// One attempt in its own task, bounded by `limit`: when the caller stops waiting (the
+/// limit passed, or the caller's future was dropped) the task is left to finish, and a
+/// grant that lands anyway is released at once, so an abandoned attempt never leaves
+/// the lock held for nobody.
 #[cfg(any(feature = "redis", feature = "etcd"))]
 pub(crate) async fn attempt_in_task<B: LockBackend + Clone + 'static>(
     backend: &B,
@@ -225,22 +226,49 @@ pub(crate) async fn attempt_in_task<B: LockBackend + Clone + 'static>(
     crate::lease::validate(key, ttl)?;
     let this = backend.clone();
     let owned = key.to_owned();
-    let mut task = tokio::spawn(async move { this.try_acquire(&owned, ttl).await });
-    match tokio::time::timeout(limit, &mut task).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => Err(LockError::Backend {
-            backend: name,
-            context: "acquire",
-            message: format!("acquire task failed: {e}"),
-        }),
-        Err(_) => {
-            let this = backend.clone();
-            tokio::spawn(async move {
+    let mut attempt = Abandoned {
+        task: Some(tokio::spawn(
+            async move { this.try_acquire(&owned, ttl).await },
+        )),
+        backend: backend.clone(),
+    };
+    let task = attempt.task.as_mut().expect("just set");
+    match tokio::time::timeout(limit, task).await {
+        Ok(joined) => {
+            attempt.task = None;
+            match joined {
+                Ok(r) => r,
+                Err(e) => Err(LockError::Backend {
+                    backend: name,
+                    context: "acquire",
+                    message: format!("acquire task failed: {e}"),
+                }),
+            }
+        }
+        // Dropping `attempt` hands the task to the cleanup.
+        Err(_) => Err(LockError::op_timeout(name, "acquire", limit)),
+    }
+}
+
+/// An acquire attempt nobody waits for any more; on drop, its grant (if any) is released.
+#[cfg(any(feature = "redis", feature = "etcd"))]
+struct Abandoned<B: LockBackend + Clone + 'static> {
+    task: Option<tokio::task::JoinHandle<Result<Option<Lease>, LockError>>>,
+    backend: B,
+}
+
+#[cfg(any(feature = "redis", feature = "etcd"))]
+impl<B: LockBackend + Clone + 'static> Drop for Abandoned<B> {
+    fn drop(&mut self) {
+        let Some(task) = self.task.take() else { return };
+        let backend = self.backend.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
                 if let Ok(Ok(Some(lease))) = task.await {
-                    let _ = this.release(lease).await;
+                    tracing::debug!(target: "fenced_lock", key = lease.key(), token = lease.token().get(), "releasing an abandoned grant");
+                    let _ = backend.release(lease).await;
                 }
             });
-            Err(LockError::op_timeout(name, "acquire", limit))
         }
     }
 }
