@@ -342,7 +342,8 @@ async fn backend_learns_the_new_run_id_after_a_restart() {
 }
 
 /// An acquire whose caller gave up (future dropped) while the server hung must not leave
-/// the key held for nobody once the server answers again.
+/// the key held for nobody once the server answers again. (A guard for the attempt-in-a-
+/// task design, whose task outlives the caller; the old inline attempt passed too.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abandoned_acquire_leaves_no_holder() {
     let server = RedisServer::start(false).await;
