@@ -64,6 +64,7 @@ pub mod backend;
 mod error;
 pub mod fence;
 mod keeper;
+mod leader;
 mod lease;
 mod token;
 
@@ -71,6 +72,7 @@ pub use backend::{LockAdmin, LockBackend, LockInfo};
 pub use error::{BoxError, FenceError, LockError, StaleToken};
 pub use fence::Fence;
 pub use keeper::{DEFAULT_RENEW_FRACTION, Keeper, LockGuard, LossReason, LossWatch};
+pub use leader::Leadership;
 pub use lease::{ClockDrift, Lease, MAX_KEY_LEN, MAX_TTL, MIN_TTL, OwnerId, validate};
 pub use token::{FencingToken, HolderId, Ticket};
 

@@ -392,3 +392,50 @@ async fn history_checker_paused_between_check_and_write() {
         "the checker found nothing in the unsafe control run"
     );
 }
+
+/// Leadership on PostgreSQL: one leader at a time, terms grow, a deposed leader learns it
+/// and its term is fenced off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leadership_terms_grow_and_loss_is_signalled() {
+    use fenced_lock::{Fence, Leadership, LockAdmin};
+    let table = unique("leader");
+    let fences = unique("lfence");
+    let _drop = Cleanup(format!(
+        "DROP TABLE IF EXISTS {table}; DROP TABLE IF EXISTS {fences}"
+    ));
+    let opts = PostgresOptions::default().table(&table);
+    let a = PostgresBackend::connect_with(&config(), opts.clone())
+        .await
+        .unwrap();
+    let b = PostgresBackend::connect_with(&config(), opts)
+        .await
+        .unwrap();
+    let fence = PostgresFence::connect(&config(), &fences).await.unwrap();
+    let ttl = Duration::from_millis(400);
+    let first = Leadership::campaign(a.clone(), "scheduler", ttl)
+        .await
+        .unwrap();
+    fence.check_only("jobs", first.ticket()).await.unwrap();
+    // The second candidate waits while the first keeps leadership beyond its TTL.
+    let waiting = tokio::spawn({
+        let b = b.clone();
+        async move { Leadership::campaign(b, "scheduler", ttl).await }
+    });
+    tokio::time::sleep(ttl * 3).await;
+    assert!(!waiting.is_finished(), "two leaders at once");
+    assert!(!first.is_lost());
+    // An operator deposes the first leader: it is told, the second is elected.
+    assert!(a.force_release("scheduler").await.unwrap());
+    let second = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("second candidate elected")
+        .unwrap()
+        .unwrap();
+    assert!(second.term() > first.term());
+    tokio::time::timeout(Duration::from_secs(2), first.lost())
+        .await
+        .expect("deposed leader told");
+    fence.check_only("jobs", second.ticket()).await.unwrap();
+    assert!(fence.check_only("jobs", first.ticket()).await.is_err());
+    assert!(second.resign().await.unwrap());
+}
