@@ -370,3 +370,39 @@ async fn abandoned_acquire_leaves_no_holder() {
         "the abandoned grant holds the key for nobody"
     );
 }
+
+/// Fairness under one shared key: 4 tasks loop acquire (waiting) + release for 2 s; every
+/// task must get the lock, and the per-task counts are printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fairness_under_one_shared_key() {
+    let server = RedisServer::start(false).await;
+    let b = RedisBackend::connect(&server.url()).await.unwrap();
+    let stop = Instant::now() + Duration::from_secs(2);
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let b = b.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u32;
+            while Instant::now() < stop {
+                if let Ok(l) = b
+                    .acquire("hot", Duration::from_secs(5), Duration::from_secs(2))
+                    .await
+                {
+                    n += 1;
+                    b.release(l).await.unwrap();
+                }
+            }
+            n
+        }));
+    }
+    let mut counts = Vec::new();
+    for t in tasks {
+        counts.push(t.await.unwrap());
+    }
+    let (min, max) = (*counts.iter().min().unwrap(), *counts.iter().max().unwrap());
+    eprintln!(
+        "fairness redis one key, 4 tasks, 2 s: per-task acquisitions {counts:?} (min/max {:.2})",
+        f64::from(min) / f64::from(max.max(1))
+    );
+    assert!(min > 0, "a task never got the lock: {counts:?}");
+}
