@@ -173,3 +173,38 @@ async fn with_lock_runs_keeps_releases_and_cancels_on_loss() {
         "{r:?}"
     );
 }
+
+/// Memory slots of idle keys can be removed without tokens repeating.
+#[tokio::test]
+async fn memory_cleanup_keeps_tokens_monotonic() {
+    let locks = MemoryBackend::new();
+    let mut last = 0;
+    for i in 0..20 {
+        let l = locks
+            .try_acquire(&format!("k{i}"), Duration::from_secs(5))
+            .await
+            .unwrap()
+            .unwrap();
+        last = last.max(l.token().get());
+        locks.release(l).await.unwrap();
+    }
+    let held = locks
+        .try_acquire("busy", Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(locks.cleanup_idle(), 20);
+    for i in 0..20 {
+        let l = locks
+            .try_acquire(&format!("k{i}"), Duration::from_secs(5))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(l.token().get() > last);
+        locks.release(l).await.unwrap();
+    }
+    assert!(
+        locks.release(held).await.unwrap(),
+        "cleanup dropped a held lock"
+    );
+}
