@@ -29,7 +29,11 @@
 //! The lock connection runs with `lock_timeout` and `statement_timeout` of at most
 //! `op_timeout`. An attempt the client stops waiting for (its budget ran out) is
 //! cancelled on the server and its outcome awaited; a grant that landed anyway is
-//! released. So an `Err` never leaves the key held for nobody.
+//! released. So an `Err` never leaves the key held for nobody. Clones share one
+//! connection, so a cancel that arrives after its statement finished can hit the next
+//! statement on it (another task's renew or acquire): that one fails with
+//! `Unavailable` and is retried (keeper, `acquire`), or, for a release, leaves the lease
+//! to expire on its own.
 
 use std::sync::Arc;
 use std::time::Duration;
