@@ -25,6 +25,9 @@ pub enum LockError {
         /// Maximum accepted length in bytes.
         max: usize,
     },
+    /// The lock key contained a NUL byte (refused by every backend alike).
+    #[error("lock key must not contain NUL bytes")]
+    KeyContainsNul,
     /// The TTL was zero, below the minimum, or absurdly long.
     #[error("invalid lease TTL {ttl:?}: it must be between {min:?} and {max:?}")]
     InvalidTtl {
@@ -128,7 +131,7 @@ pub struct StaleToken {
     pub current: Option<FencingToken>,
 }
 
-/// Errors of [`Fence::admit`](crate::Fence::admit).
+/// Errors of the fences: a refused ticket, or a store that could not decide.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FenceError {
@@ -146,6 +149,18 @@ pub enum FenceError {
         /// Driver error.
         #[source]
         source: BoxError,
+    },
+    /// A fenced command named a data key outside the fence key's Redis Cluster slot, so
+    /// it could not run in the same script on a Cluster. Build keys with
+    /// `RedisFence::data_key`.
+    #[error(
+        "key {key:?} is not in the hash slot of fenced resource {resource:?}; use RedisFence::data_key"
+    )]
+    CrossSlot {
+        /// The fenced resource.
+        resource: String,
+        /// The refused key.
+        key: String,
     },
     /// The fence store answered with an error; the write must not happen.
     #[error("{backend} fence error: {message}")]

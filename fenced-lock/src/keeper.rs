@@ -7,7 +7,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::{FencingToken, Lease, LockBackend, LockError};
+use crate::{FencingToken, Lease, LockBackend, LockError, Ticket};
 
 /// Default renewal period as a fraction of the TTL: three attempts per TTL,
 /// so one slow or failed renewal does not lose the lock.
@@ -23,6 +23,9 @@ pub enum LossReason {
     Revoked,
     /// The keeper was released or dropped.
     Stopped,
+    /// The keeper was created outside a Tokio runtime, so it could not renew; it fails
+    /// closed (reports loss at once) instead of panicking.
+    NoRuntime,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -69,6 +72,7 @@ enum Stop {
 pub struct Keeper {
     key: String,
     token: FencingToken,
+    ticket: Ticket,
     state: watch::Receiver<State>,
     stop: Option<oneshot::Sender<Stop>>,
     task: Option<JoinHandle<Option<Lease>>>,
@@ -92,8 +96,8 @@ impl std::fmt::Debug for Keeper {
 }
 
 impl Keeper {
-    /// Starts renewing `lease` every third of its TTL. Must be called within a
-    /// Tokio runtime.
+    /// Starts renewing `lease` every third of its TTL. Outside a Tokio runtime it cannot
+    /// renew: it then reports the lease lost at once ([`LossReason::NoRuntime`]).
     pub fn new<B>(backend: B, lease: Lease) -> Self
     where
         B: LockBackend + Clone + 'static,
@@ -111,20 +115,28 @@ impl Keeper {
         let period = period.max(Duration::from_millis(1));
         let key = lease.key().to_owned();
         let token = lease.token();
+        let ticket = lease.ticket();
         let (tx, rx) = watch::channel(State {
             valid_until: lease.valid_until(),
             lost: None,
         });
         let (stop_tx, stop_rx) = oneshot::channel();
-        let task = tokio::spawn(renew_loop(backend.clone(), lease, period, tx, stop_rx));
+        let task = match tokio::runtime::Handle::try_current() {
+            Ok(rt) => Some(rt.spawn(renew_loop(backend.clone(), lease, period, tx, stop_rx))),
+            Err(_) => {
+                tx.send_modify(|s| s.lost = Some(LossReason::NoRuntime));
+                None
+            }
+        };
         let release: ReleaseFn =
             Box::new(move |lease| Box::pin(async move { backend.release(lease).await }));
         Self {
             key,
             token,
+            ticket,
             state: rx,
             stop: Some(stop_tx),
-            task: Some(task),
+            task,
             release: Some(release),
         }
     }
@@ -137,6 +149,11 @@ impl Keeper {
     /// The fencing token of the hold; constant across renewals.
     pub fn token(&self) -> FencingToken {
         self.token
+    }
+
+    /// The lease's [`Ticket`] for fenced writes.
+    pub fn ticket(&self) -> Ticket {
+        self.ticket
     }
 
     /// The current conservative expiry (moves forward with each renewal).
@@ -286,6 +303,7 @@ async fn renew_loop<B: LockBackend>(
         };
         match attempt {
             Ok(Ok(())) => {
+                tracing::trace!(target: "fenced_lock", key = lease.key(), token = lease.token().get(), "renewed");
                 tx.send_modify(|s| s.valid_until = lease.valid_until());
                 next = Instant::now() + period;
             }
@@ -295,6 +313,54 @@ async fn renew_loop<B: LockBackend>(
             Err(_) => break LossReason::Expired,
         }
     };
+    // Key and token only: the owner id authorises renew and release and never reaches logs.
+    tracing::warn!(
+        target: "fenced_lock",
+        key = lease.key(),
+        token = lease.token().get(),
+        ?reason,
+        "lease lost"
+    );
     tx.send_modify(|s| s.lost = Some(reason));
     None
+}
+
+/// What [`LockBackend::with_lock`] hands the work: the lock key, the lease's [`Ticket`]
+/// for fenced writes, and a way to watch for loss. It carries no owner id, so the
+/// work cannot renew or release behind the keeper's back.
+#[derive(Clone, Debug)]
+pub struct LockGuard {
+    key: String,
+    ticket: Ticket,
+    watch: LossWatch,
+}
+
+impl LockGuard {
+    pub(crate) fn new(keeper: &Keeper) -> Self {
+        Self {
+            key: keeper.key().to_owned(),
+            ticket: keeper.ticket(),
+            watch: keeper.watch(),
+        }
+    }
+
+    /// The lock key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The lease's ticket: present it to a fence with every write.
+    pub fn ticket(&self) -> Ticket {
+        self.ticket
+    }
+
+    /// The fencing token alone (for a conditional write on a token column).
+    pub fn token(&self) -> FencingToken {
+        self.ticket.token
+    }
+
+    /// Completes when the lease is lost (the work is cancelled then anyway).
+    pub async fn lost(&self) -> LossReason {
+        self.watch.clone().lost().await
+    }
 }

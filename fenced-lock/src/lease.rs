@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::{FencingToken, LockError};
+use crate::{FencingToken, HolderId, LockError, Ticket};
 
 /// Longest accepted key, in bytes (kept well under every backend's limit).
 pub const MAX_KEY_LEN: usize = 1024;
@@ -43,9 +43,53 @@ impl fmt::Display for OwnerId {
     }
 }
 
+/// Redacted: the owner id authorises renew and release, so it never reaches logs.
 impl fmt::Debug for OwnerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "OwnerId({self})")
+        f.write_str("OwnerId(<redacted>)")
+    }
+}
+
+/// Safety margin taken off every lease's client-side validity, for the backend's clock
+/// running fast or stepping forward (PostgreSQL `now()`, Redis `PX` and etcd lease expiry are
+/// the *server's* clock): `ttl * factor + fixed`. The default, 1 % + 2 ms, is rslock's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClockDrift {
+    /// Fraction of the TTL (clamped to 0..=0.5).
+    pub factor: f64,
+    /// Fixed part.
+    pub fixed: Duration,
+}
+
+impl Default for ClockDrift {
+    fn default() -> Self {
+        Self {
+            factor: 0.01,
+            fixed: Duration::from_millis(2),
+        }
+    }
+}
+
+impl ClockDrift {
+    /// No margin: trust that the server's clock runs exactly at the client's rate.
+    pub const NONE: Self = Self {
+        factor: 0.0,
+        fixed: Duration::ZERO,
+    };
+
+    /// The margin for `ttl`, never more than half of it.
+    pub fn margin(&self, ttl: Duration) -> Duration {
+        let factor = if self.factor.is_finite() {
+            self.factor.clamp(0.0, 0.5)
+        } else {
+            0.0
+        };
+        ttl.mul_f64(factor).saturating_add(self.fixed).min(ttl / 2)
+    }
+
+    /// The conservative validity of a lease of `ttl` whose request was sent at `sent`.
+    pub fn valid_until(&self, sent: Instant, ttl: Duration) -> Instant {
+        sent + (ttl - self.margin(ttl))
     }
 }
 
@@ -55,13 +99,16 @@ impl fmt::Debug for OwnerId {
 /// is computed from an instant taken *before* the acquire (or renew) request was
 /// sent, plus the TTL, so the backend's own expiry is never earlier (assuming
 /// clocks advance at the same rate). A `Lease` is not `Clone`: release consumes it.
-#[derive(Debug)]
 pub struct Lease {
     key: String,
     token: FencingToken,
+    holder: HolderId,
     owner: OwnerId,
     ttl: Duration,
     valid_until: Instant,
+    drift: ClockDrift,
+    /// The server instance that granted the lease (the Redis `run_id`); empty when unused.
+    server: String,
     /// Backend-specific handle (the etcd lease id); 0 when unused.
     #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
     pub(crate) handle: i64,
@@ -80,11 +127,37 @@ impl Lease {
         Self {
             key: key.into(),
             token,
+            holder: HolderId::random(),
             owner,
             ttl,
             valid_until,
+            drift: ClockDrift::NONE,
+            server: String::new(),
             handle: 0,
         }
+    }
+
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn with_server(mut self, server: String) -> Self {
+        self.server = server;
+        self
+    }
+
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// Takes `drift`'s margin off this lease's validity now and after every renewal, for a
+    /// backend whose expiry runs on another clock.
+    #[cfg_attr(
+        not(any(feature = "postgres", feature = "redis", feature = "etcd")),
+        allow(dead_code)
+    )]
+    pub(crate) fn with_drift(mut self, drift: ClockDrift) -> Self {
+        self.valid_until -= drift.margin(self.ttl);
+        self.drift = drift;
+        self
     }
 
     #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
@@ -103,7 +176,16 @@ impl Lease {
         self.token
     }
 
-    /// The random owner id of this acquisition.
+    /// What to present to a fence: the token plus this lease's [`HolderId`]. A fence
+    /// admits the same ticket any number of times, and refuses an equal token from
+    /// another lease.
+    pub fn ticket(&self) -> Ticket {
+        Ticket::new(self.token, self.holder)
+    }
+
+    /// The random owner id of this acquisition. It authorises renew and release: keep
+    /// it out of logs and away from the protected resource (give that the
+    /// [`ticket`](Self::ticket)).
     pub fn owner(&self) -> OwnerId {
         self.owner
     }
@@ -131,7 +213,7 @@ impl Lease {
     /// Sets a new expiry after a successful renewal that was sent at `sent_at`.
     /// For implementors of [`LockBackend`](crate::LockBackend).
     pub fn renewed(&mut self, sent_at: Instant, ttl: Duration) {
-        self.valid_until = sent_at + ttl;
+        self.valid_until = self.drift.valid_until(sent_at, ttl);
     }
 
     #[cfg_attr(
@@ -167,10 +249,26 @@ impl Lease {
     }
 }
 
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("key", &self.key)
+            .field("token", &self.token)
+            .field("ttl", &self.ttl)
+            .field("valid_until", &self.valid_until)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Checks a key and TTL the same way for every backend.
 pub fn validate(key: &str, ttl: Duration) -> Result<(), LockError> {
     if key.is_empty() {
         return Err(LockError::EmptyKey);
+    }
+    // PostgreSQL `text` cannot hold NUL while Redis and etcd can: refuse it everywhere
+    // so that one key means the same lock on every backend.
+    if key.contains('\0') {
+        return Err(LockError::KeyContainsNul);
     }
     if key.len() > MAX_KEY_LEN {
         return Err(LockError::KeyTooLong {
@@ -217,6 +315,10 @@ mod tests {
             validate(&"x".repeat(MAX_KEY_LEN + 1), Duration::from_secs(1)),
             Err(LockError::KeyTooLong { .. })
         ));
+        assert!(matches!(
+            validate("a\0b", Duration::from_secs(1)),
+            Err(LockError::KeyContainsNul)
+        ));
         assert!(validate("k", Duration::from_secs(1)).is_ok());
     }
 
@@ -231,5 +333,38 @@ mod tests {
         let a = OwnerId::random();
         assert_ne!(a, OwnerId::random());
         assert_eq!(a.to_string().len(), 32);
+    }
+
+    #[test]
+    fn debug_never_prints_the_owner_id() {
+        let owner = OwnerId::random();
+        let lease = Lease::new(
+            "k",
+            FencingToken::new(3).unwrap(),
+            owner,
+            Duration::from_secs(1),
+            Instant::now(),
+        );
+        let printed = format!("{lease:?} {owner:?}");
+        assert!(!printed.contains(&owner.to_string()), "{printed}");
+        assert!(printed.contains("token: FencingToken(3)"), "{printed}");
+    }
+
+    #[test]
+    fn drift_margin_is_bounded() {
+        let d = ClockDrift::default();
+        assert_eq!(
+            d.margin(Duration::from_secs(10)),
+            Duration::from_millis(102)
+        );
+        assert_eq!(d.margin(Duration::from_millis(2)), Duration::from_millis(1));
+        let wild = ClockDrift {
+            factor: f64::NAN,
+            fixed: Duration::MAX,
+        };
+        assert_eq!(
+            wild.margin(Duration::from_secs(1)),
+            Duration::from_millis(500)
+        );
     }
 }

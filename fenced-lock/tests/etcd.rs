@@ -9,9 +9,12 @@ mod etcd_server;
 use std::sync::Arc;
 use std::time::Duration;
 
-use conformance::Harness;
+use conformance::{FenceHarness, Harness};
 use etcd_server::EtcdServer;
-use fenced_lock::{EtcdBackend, EtcdOptions, LockBackend, LockError};
+use fenced_lock::{
+    EtcdBackend, EtcdFence, EtcdOptions, Fence, FencingToken, HolderId, LockBackend, LockError,
+    Ticket,
+};
 
 /// One etcd per test (tests run in parallel); a random prefix on top.
 struct Etcd {
@@ -49,6 +52,47 @@ async fn harness() -> Etcd {
 }
 
 lock_suite!(harness());
+fence_suite!(harness());
+
+impl FenceHarness for Etcd {
+    type F = EtcdFence;
+    async fn fence(&self) -> EtcdFence {
+        let b = self.client().await;
+        EtcdFence::new(b.client().clone(), &format!("{}fence/", self.prefix))
+    }
+}
+
+/// The etcd fence: check and writes in one transaction; a stale ticket writes nothing;
+/// concurrent admissions retry and never let an older token in after a newer one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_fenced_txn_writes_only_with_an_admitted_ticket() {
+    let h = harness().await;
+    let f = h.fence().await;
+    let t = |n| Ticket::new(FencingToken::new(n).unwrap(), HolderId::from_raw(n));
+    let data = format!("{}data/doc", h.prefix);
+    let mut joins = Vec::new();
+    for n in [3u64, 9, 1, 7, 5, 2, 8, 4, 6] {
+        let f = f.clone();
+        let data = data.clone();
+        joins.push(tokio::spawn(async move {
+            let _ = f.put("doc", t(n), &data, n.to_string().as_bytes()).await;
+        }));
+    }
+    for j in joins {
+        j.await.unwrap();
+    }
+    let mut c = h.client().await.client().clone();
+    let got = c.get(data.as_str(), None).await.unwrap();
+    assert_eq!(got.kvs()[0].value(), b"9");
+    let err = f.put("doc", t(8), &data, b"late").await.unwrap_err();
+    assert_eq!(
+        err.as_stale().and_then(|s| s.current),
+        Some(FencingToken::new(9).unwrap())
+    );
+    let got = c.get(data.as_str(), None).await.unwrap();
+    assert_eq!(got.kvs()[0].value(), b"9");
+    f.check_only("doc", t(9)).await.unwrap();
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_server_is_a_typed_error() {

@@ -102,7 +102,7 @@ async fn holder(
                     break;
                 }
             }
-            checker.write(&fence, "leader-kill", token).await;
+            checker.write(&fence, "leader-kill", lease.ticket()).await;
         }
         holding.fetch_sub(1, Ordering::SeqCst);
         let release_start = Instant::now();

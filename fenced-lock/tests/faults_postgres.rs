@@ -132,7 +132,7 @@ async fn holder_session_terminated_mid_hold() {
         .unwrap();
     let ttl = Duration::from_millis(1500);
     let mut lease = a.try_acquire("job", ttl).await.unwrap().unwrap();
-    fence.admit("job", lease.token()).await.unwrap();
+    fence.check_only("job", lease.ticket()).await.unwrap();
 
     terminate(&admin, backend_pid(&a).await).await;
     let first = a.renew(&mut lease).await;
@@ -156,8 +156,8 @@ async fn holder_session_terminated_mid_hold() {
         .await
         .expect("takeover after expiry");
     assert!(next.token() > lease.token());
-    fence.admit("job", next.token()).await.unwrap();
-    let stale = fence.admit("job", lease.token()).await;
+    fence.check_only("job", next.ticket()).await.unwrap();
+    let stale = fence.check_only("job", lease.ticket()).await;
     assert!(matches!(stale, Err(FenceError::Stale(_))), "{stale:?}");
     // The old holder learns it: one call may still see the dead session.
     let mut lost = a.renew(&mut lease).await;

@@ -6,14 +6,13 @@
 //! Documented behaviour (asserted below):
 //! * **without persistence** a crash loses the lock key *and* the fencing
 //!   counter: the next acquisition succeeds at once while the old lease is
-//!   still valid on its holder's clock (two holders), and its token starts
-//!   again from 1, i.e. repeats. A fence kept in the same Redis loses its
-//!   high-water mark too and admits the repeated token. This is why the Redis
-//!   backend is efficiency-grade.
-//! * **with AOF `appendfsync always`** every acknowledged write is on disk
-//!   before the reply: after the crash the lock key (with its expiry) and the
-//!   counter are back, the holder can renew, nobody else acquires while it
-//!   holds, the next token is larger, and the fence still refuses old tokens.
+//!   still valid on its holder's clock (two holders, the documented residual
+//!   risk), but its token is still larger (floor from the server's `TIME`), so a
+//!   fence refuses the old holder; the old holder's renewal reports the loss.
+//! * **with AOF `appendfsync always`** the lock key and counter come back, but the
+//!   server's `run_id` changed under the lease: the holder's renewal fails closed
+//!   (`LockLost`, key freed), the next token is larger, and the fence still
+//!   refuses the old ticket.
 #![cfg(feature = "redis")]
 
 #[path = "support/faults.rs"]
@@ -78,7 +77,7 @@ async fn try_acquire_retry(b: &RedisBackend, key: &str, ttl: Duration) -> Option
 
 async fn admit_retry(f: &RedisFence, r: &str, l: &Lease) -> Result<(), FenceError> {
     for _ in 0..100 {
-        match f.admit(r, l.token()).await {
+        match f.check_only(r, l.ticket()).await {
             Err(FenceError::Unavailable { .. }) => {
                 tokio::time::sleep(Duration::from_millis(50)).await
             }
@@ -100,11 +99,11 @@ async fn crash_mid_hold(aof: bool) -> (u64, u64, bool) {
     // Some history, so the counter is well above 1.
     for _ in 0..3 {
         let l = a.try_acquire("job", ttl).await.unwrap().unwrap();
-        fence.admit("job", l.token()).await.unwrap();
+        fence.check_only("job", l.ticket()).await.unwrap();
         assert!(a.release(l).await.unwrap());
     }
     let mut held = a.try_acquire("job", ttl).await.unwrap().unwrap();
-    fence.admit("job", held.token()).await.unwrap();
+    fence.check_only("job", held.ticket()).await.unwrap();
     let before = held.token().get();
 
     server.crash_and_restart().await;
@@ -133,7 +132,8 @@ async fn crash_mid_hold(aof: bool) -> (u64, u64, bool) {
             l.token().get()
         }
         None => {
-            // The holder still holds: it can renew after the crash.
+            // The lock key survived, but the server restarted under the lease: the
+            // holder's renewal fails closed and frees the key.
             let mut renewed = a.renew(&mut held).await;
             for _ in 0..50 {
                 if !matches!(renewed, Err(LockError::Unavailable { .. })) {
@@ -142,15 +142,14 @@ async fn crash_mid_hold(aof: bool) -> (u64, u64, bool) {
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 renewed = a.renew(&mut held).await;
             }
-            renewed.expect("renew after an AOF-always crash");
-            assert!(b.try_acquire("job", ttl).await.unwrap().is_none());
-            let old = held.token();
-            assert!(a.release(held).await.unwrap());
-            let l = b.try_acquire("job", ttl).await.unwrap().unwrap();
+            assert!(
+                matches!(renewed, Err(LockError::LockLost { .. })),
+                "renewal across a restart must fail closed: {renewed:?}"
+            );
+            let old = held.ticket();
+            let l = b.try_acquire("job", ttl).await.unwrap().expect("key freed");
             admit_retry(&fence, "job", &l).await.unwrap();
-            let stale = fence
-                .admit("job", fenced_lock::FencingToken::new(old.get()).unwrap())
-                .await;
+            let stale = fence.check_only("job", old).await;
             assert!(matches!(stale, Err(FenceError::Stale(_))), "{stale:?}");
             l.token().get()
         }
@@ -159,18 +158,20 @@ async fn crash_mid_hold(aof: bool) -> (u64, u64, bool) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_without_persistence_resets_tokens() {
+async fn crash_without_persistence_keeps_tokens_monotonic() {
     let (before, after, double) = crash_mid_hold(false).await;
     let line = faults::report(format!(
         "fault-suite redis crash (no AOF): token before={before} after={after} double_holder={double}"
     ));
-    assert_eq!(before, 4, "{line}");
-    assert_eq!(after, 1, "the counter restarts: token repeats. {line}");
+    // The counter is lost with the data, but the TIME floor keeps tokens moving up.
+    assert!(after > before, "the token went back. {line}");
+    // What remains (documented): the lock key is lost, so there are two holders; the
+    // larger token fences the old one off.
     assert!(double, "the lock key is lost: two holders. {line}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_with_aof_always_keeps_tokens_and_lock() {
+async fn crash_with_aof_always_keeps_tokens_and_fails_closed() {
     let (before, after, double) = crash_mid_hold(true).await;
     let line = faults::report(format!(
         "fault-suite redis crash (AOF always): token before={before} after={after} double_holder={double} violations=0"

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use conformance::{FenceHarness, Harness};
 use fenced_lock::{
-    Fence, FenceError, FencingToken, LockBackend, LockError, PostgresBackend, PostgresFence,
-    PostgresOptions,
+    Fence, FenceError, FencingToken, HolderId, LockBackend, LockError, PostgresBackend,
+    PostgresFence, PostgresOptions, Ticket,
 };
 
 fn config() -> String {
@@ -176,26 +176,37 @@ async fn release_keeps_row_and_fenced_transaction_pattern() {
         ))
         .await
         .unwrap();
-    let write =
-        format!("UPDATE {data} SET v = $1, fence_token = $2 WHERE id = 1 AND fence_token <= $2");
-    assert_eq!(client.execute(&write, &[&"new", &5i64]).await.unwrap(), 1);
-    assert_eq!(client.execute(&write, &[&"same", &5i64]).await.unwrap(), 1);
-    assert_eq!(client.execute(&write, &[&"stale", &4i64]).await.unwrap(), 0);
-
-    // admit_in: fence check and write commit together.
-    let fence = h.fence().await;
+    // FencingToken binds as a bigint; `<` so an equal token never writes twice.
     let t = |n| FencingToken::new(n).unwrap();
-    let tx = client.transaction().await.unwrap();
-    fence.admit_in(&tx, "acct", t(9)).await.unwrap();
+    let write =
+        format!("UPDATE {data} SET v = $1, fence_token = $2 WHERE id = 1 AND fence_token < $2");
+    assert_eq!(client.execute(&write, &[&"new", &t(5)]).await.unwrap(), 1);
+    assert_eq!(client.execute(&write, &[&"again", &t(5)]).await.unwrap(), 0);
+    assert_eq!(client.execute(&write, &[&"stale", &t(4)]).await.unwrap(), 0);
+    let row = client
+        .query_one(&format!("SELECT fence_token FROM {data} WHERE id = 1"), &[])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, FencingToken>(0), t(5));
+
+    // The fenced transaction: fence check and writes commit together.
+    let fence = h.fence().await;
+    let holder = HolderId::random();
+    let tk = |n| Ticket::new(t(n), holder);
+    let tx = fence.transaction(&mut client, "acct", tk(9)).await.unwrap();
     tx.execute(&format!("UPDATE {data} SET v = 'tx9' WHERE id = 1"), &[])
         .await
         .unwrap();
     tx.commit().await.unwrap();
-    let tx = client.transaction().await.unwrap();
-    let err = fence.admit_in(&tx, "acct", t(8)).await.unwrap_err();
+    let Err(err) = fence.transaction(&mut client, "acct", tk(8)).await else {
+        panic!("stale ticket opened a fenced transaction");
+    };
     assert_eq!(err.as_stale().and_then(|s| s.current), Some(t(9)));
+    assert!(fence.check_only("acct", tk(8)).await.is_err());
+    // admit_in inside a transaction the caller opened.
+    let tx = client.transaction().await.unwrap();
+    fence.admit_in(&tx, "acct", tk(9)).await.unwrap();
     tx.rollback().await.unwrap();
-    assert!(fence.admit("acct", t(8)).await.is_err());
     client
         .batch_execute(&format!("DROP TABLE {data}"))
         .await

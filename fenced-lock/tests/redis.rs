@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use conformance::{FenceHarness, Harness};
 use fenced_lock::{
-    Fence, FenceError, FencingToken, LockBackend, LockError, RedisBackend, RedisFence, RedisOptions,
+    Fence, FenceError, FencingToken, HolderId, LockBackend, LockError, RedisBackend, RedisFence,
+    RedisOptions, Ticket,
 };
 
 fn url() -> String {
@@ -167,9 +168,8 @@ async fn fenced_set_writes_only_with_current_token() {
         let res = res.clone();
         let data = data.clone();
         joins.push(tokio::spawn(async move {
-            let _ = f
-                .fenced_set(&res, t(n), &data, n.to_string().as_bytes())
-                .await;
+            let ticket = Ticket::new(t(n), HolderId::from_raw(n));
+            let _ = f.set(&res, ticket, &data, n.to_string().as_bytes()).await;
         }));
     }
     for j in joins {
@@ -183,7 +183,84 @@ async fn fenced_set_writes_only_with_current_token() {
         .await
         .unwrap();
     assert_eq!(v, "9");
-    let err = f.fenced_set(&res, t(8), &data, b"late").await.unwrap_err();
+    let late = Ticket::new(t(8), HolderId::from_raw(8));
+    let err = f.set(&res, late, &data, b"late").await.unwrap_err();
     assert_eq!(err.as_stale().and_then(|s| s.current), Some(t(9)));
-    f.admit(&res, t(9)).await.unwrap();
+    f.check_only(&res, Ticket::new(t(9), HolderId::from_raw(9)))
+        .await
+        .unwrap();
+}
+
+/// Defect 1: every fenced command checks the ticket and runs in one script; a stale
+/// ticket changes nothing; keys outside the fence's slot are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_commands_check_and_write_in_one_step() {
+    let h = harness().await;
+    let f = h.fence().await;
+    let res = conformance::unique("cmds");
+    let key = |name: &str| format!("{}{}", h.prefix, f.data_key(&res, name));
+    let t = |n| FencingToken::new(n).unwrap();
+    let (old, new) = (
+        Ticket::new(t(4), HolderId::random()),
+        Ticket::new(t(5), HolderId::random()),
+    );
+    f.set(&res, old, &key("s"), b"old").await.unwrap();
+    assert_eq!(f.incr(&res, new, &key("n"), 3).await.unwrap(), 3);
+    assert_eq!(f.incr(&res, new, &key("n"), 2).await.unwrap(), 5);
+    assert_eq!(f.hset(&res, new, &key("h"), b"f", b"v").await.unwrap(), 1);
+    let r = f
+        .eval(
+            &res,
+            new,
+            "redis.call('SET', KEYS[1], ARGV[1]); return redis.call('STRLEN', KEYS[1])",
+            &[&key("e")],
+            &[b"hello"],
+        )
+        .await
+        .unwrap();
+    assert_eq!(r, redis::Value::Int(5));
+    // The stale holder: every form refused, nothing written.
+    assert!(
+        f.set(&res, old, &key("s"), b"stale")
+            .await
+            .unwrap_err()
+            .as_stale()
+            .is_some()
+    );
+    assert!(f.incr(&res, old, &key("n"), 100).await.is_err());
+    assert!(f.hset(&res, old, &key("h"), b"f", b"stale").await.is_err());
+    assert!(f.del(&res, old, &[&key("s"), &key("n")]).await.is_err());
+    assert!(
+        f.eval(
+            &res,
+            old,
+            "return redis.call('DEL', KEYS[1])",
+            &[&key("e")],
+            &[]
+        )
+        .await
+        .is_err()
+    );
+    let mut c = redis::Client::open(url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let (s, n, hv, e): (String, i64, String, String) = redis::pipe()
+        .get(key("s"))
+        .get(key("n"))
+        .hget(key("h"), "f")
+        .get(key("e"))
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(
+        (s.as_str(), n, hv.as_str(), e.as_str()),
+        ("old", 5, "v", "hello")
+    );
+    assert_eq!(f.del(&res, new, &[&key("s"), &key("n")]).await.unwrap(), 2);
+    // A key in another slot could not be in the same script on a Cluster.
+    let other = format!("{}elsewhere", h.prefix);
+    let err = f.set(&res, new, &other, b"x").await.unwrap_err();
+    assert!(matches!(err, FenceError::CrossSlot { .. }), "{err}");
 }

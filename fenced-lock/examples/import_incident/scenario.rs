@@ -478,23 +478,20 @@ impl Worker {
         match self.shared.variant {
             Variant::Fenced => {
                 let fence = self.shared.fence.clone().ok_or("no fence")?;
-                let token = match held {
-                    Held::Fenced(l) => l.token(),
+                let ticket = match held {
+                    Held::Fenced(l) => l.ticket(),
                     _ => return Err("fenced variant without a fenced lease".into()),
                 };
-                let tx = self.client.transaction().await?;
-                match fence.admit_in(&tx, RESOURCE, token).await {
-                    Ok(()) => {
+                // The fenced transaction: the check and the insert commit together.
+                match fence.transaction(&mut self.client, RESOURCE, ticket).await {
+                    Ok(tx) => {
                         let k = tx
                             .execute(&insert, &[&FILE, &lines, &payloads, &self.id])
                             .await?;
                         tx.commit().await?;
                         Ok((k, 0))
                     }
-                    Err(FenceError::Stale(_)) => {
-                        tx.rollback().await?;
-                        Ok((0, n))
-                    }
+                    Err(FenceError::Stale(_)) => Ok((0, n)),
                     Err(e) => Err(e.into()),
                 }
             }

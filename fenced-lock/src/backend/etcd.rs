@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use crate::backend::bounded;
 use crate::lease::validate;
-use crate::{FencingToken, Lease, LockBackend, LockError, OwnerId};
+use crate::{ClockDrift, FencingToken, Lease, LockBackend, LockError, OwnerId};
 
 const NAME: &str = "etcd";
 
@@ -38,6 +38,9 @@ pub struct EtcdOptions {
     pub prefix: String,
     /// Deadline of each operation and of connecting. Default 5 s.
     pub op_timeout: Duration,
+    /// Margin taken off each lease's validity for the server clock running fast.
+    /// Default 1 % of the TTL + 2 ms.
+    pub clock_drift: ClockDrift,
 }
 
 impl Default for EtcdOptions {
@@ -45,6 +48,7 @@ impl Default for EtcdOptions {
         Self {
             prefix: "fenced-lock/".into(),
             op_timeout: Duration::from_secs(5),
+            clock_drift: ClockDrift::default(),
         }
     }
 }
@@ -78,7 +82,7 @@ impl std::fmt::Debug for EtcdBackend {
     }
 }
 
-fn etcd_error(context: &'static str, e: etcd_client::Error) -> LockError {
+pub(crate) fn etcd_error(context: &'static str, e: etcd_client::Error) -> LockError {
     use etcd_client::Error as E;
     match e {
         E::TransportError(_) | E::IoError(_) => LockError::unavailable(NAME, context, e),
@@ -168,6 +172,18 @@ impl EtcdBackend {
 }
 
 impl LockBackend for EtcdBackend {
+    /// The attempt runs in its own task; when the caller stops waiting, the task is left
+    /// to finish and a grant that lands anyway is released at once.
+    async fn try_acquire_within(
+        &self,
+        key: &str,
+        ttl: Duration,
+        limit: Duration,
+    ) -> Result<Option<Lease>, LockError> {
+        let limit = limit.min(self.options.op_timeout);
+        crate::backend::attempt_in_task(self, NAME, key, ttl, limit).await
+    }
+
     async fn try_acquire(&self, key: &str, ttl: Duration) -> Result<Option<Lease>, LockError> {
         validate(key, ttl)?;
         let owner = OwnerId::random();
@@ -216,7 +232,9 @@ impl LockBackend for EtcdBackend {
             });
         };
         Ok(Some(
-            Lease::new(key, token, owner, ttl, sent + ttl).with_handle(lease_id),
+            Lease::new(key, token, owner, ttl, sent + ttl)
+                .with_handle(lease_id)
+                .with_drift(self.options.clock_drift),
         ))
     }
 
@@ -288,6 +306,53 @@ impl LockBackend for EtcdBackend {
             self.revoke(lease.handle);
         }
         Ok(resp.succeeded())
+    }
+}
+
+impl crate::LockAdmin for EtcdBackend {
+    async fn inspect(&self, key: &str) -> Result<Option<crate::LockInfo>, LockError> {
+        let mut c = self.client.clone();
+        let k = self.etcd_key(key);
+        let limit = self.options.op_timeout;
+        let got = bounded(NAME, "inspect", limit, async {
+            c.get(k.as_str(), None)
+                .await
+                .map_err(|e| etcd_error("inspect", e))
+        })
+        .await?;
+        let Some(kv) = got.kvs().first() else {
+            return Ok(None);
+        };
+        let Some(token) = u64::try_from(kv.create_revision())
+            .ok()
+            .and_then(FencingToken::new)
+        else {
+            return Ok(None);
+        };
+        let lease = kv.lease();
+        let ttl = bounded(NAME, "inspect", limit, async {
+            c.lease_time_to_live(lease, None)
+                .await
+                .map_err(|e| etcd_error("inspect", e))
+        })
+        .await?
+        .ttl();
+        Ok((ttl > 0).then(|| crate::LockInfo {
+            token,
+            remaining: Duration::from_secs(u64::try_from(ttl).unwrap_or(0)),
+        }))
+    }
+
+    async fn force_release(&self, key: &str) -> Result<bool, LockError> {
+        let mut c = self.client.clone();
+        let k = self.etcd_key(key);
+        let r = bounded(NAME, "force release", self.options.op_timeout, async {
+            c.delete(k.as_str(), None)
+                .await
+                .map_err(|e| etcd_error("force release", e))
+        })
+        .await?;
+        Ok(r.deleted() == 1)
     }
 }
 

@@ -44,6 +44,9 @@ struct Holder {
 #[derive(Clone, Default)]
 pub struct MemoryBackend {
     slots: Arc<Mutex<HashMap<String, Slot>>>,
+    /// The largest token of any slot removed by `cleanup_idle` (read and written under
+    /// the `slots` lock): a key's new slot starts above it, so tokens never repeat.
+    floor: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for MemoryBackend {
@@ -61,6 +64,26 @@ impl MemoryBackend {
     fn slots(&self) -> MutexGuard<'_, HashMap<String, Slot>> {
         // No code path panics while holding the lock, but never propagate poison.
         self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Removes the slots of keys not held, so one-off lock names do not pile up; tokens
+    /// still never repeat (a new slot starts above every removed one). Returns how many
+    /// slots were removed.
+    pub fn cleanup_idle(&self) -> usize {
+        let now = Instant::now();
+        let mut slots = self.slots();
+        let before = slots.len();
+        let mut floor = self.floor.load(std::sync::atomic::Ordering::Relaxed);
+        slots.retain(|_, s| {
+            let held = s.holder.as_ref().is_some_and(|h| h.expires > now);
+            if !held {
+                floor = floor.max(s.last_token);
+            }
+            held
+        });
+        self.floor
+            .store(floor, std::sync::atomic::Ordering::Relaxed);
+        before - slots.len()
     }
 
     /// Operator override: drops the current holder of `key` (if any) without
@@ -83,8 +106,11 @@ impl LockBackend for MemoryBackend {
         let token = match slots.get_mut(key) {
             Some(slot) => take(slot, key, owner, now, ttl)?,
             None => {
-                // First use of the key: allocate its slot only now.
-                let mut slot = Slot::default();
+                // First use of the key (or first since cleanup): allocate its slot now.
+                let mut slot = Slot {
+                    last_token: self.floor.load(std::sync::atomic::Ordering::Relaxed),
+                    holder: None,
+                };
                 let token = take(&mut slot, key, owner, now, ttl)?;
                 slots.insert(key.to_owned(), slot);
                 token
@@ -122,6 +148,33 @@ impl LockBackend for MemoryBackend {
             }
             _ => Ok(false),
         }
+    }
+}
+
+impl crate::LockAdmin for MemoryBackend {
+    async fn inspect(&self, key: &str) -> Result<Option<crate::LockInfo>, LockError> {
+        let now = Instant::now();
+        Ok(self
+            .slots()
+            .get(key)
+            .and_then(|s| s.holder.as_ref())
+            .and_then(|h| {
+                (h.expires > now).then(|| crate::LockInfo {
+                    token: h.token,
+                    remaining: h.expires - now,
+                })
+            }))
+    }
+
+    async fn force_release(&self, key: &str) -> Result<bool, LockError> {
+        let now = Instant::now();
+        let mut slots = self.slots();
+        let Some(slot) = slots.get_mut(key) else {
+            return Ok(false);
+        };
+        let held = slot.holder.as_ref().is_some_and(|h| h.expires > now);
+        slot.holder = None;
+        Ok(held)
     }
 }
 

@@ -5,13 +5,16 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fenced_lock::{Fence, FencingToken, Keeper, LockBackend, LockError, LossReason, StaleToken};
+use fenced_lock::{
+    Fence, FencingToken, HolderId, Keeper, LockAdmin, LockBackend, LockError, LossReason,
+    StaleToken, Ticket,
+};
 use tokio::time::Instant;
 
 /// How a backend is brought up for the suite.
 pub trait Harness: Send + Sync + 'static {
     /// The backend under test.
-    type B: LockBackend + Clone + 'static;
+    type B: LockBackend + LockAdmin + Clone + 'static;
     /// A NEW client (new connection / instance) of the same backend store.
     fn client(&self) -> impl Future<Output = Self::B> + Send;
     /// A short TTL the backend honours (etcd rounds up to whole seconds).
@@ -28,6 +31,13 @@ pub fn unique(name: &str) -> String {
 
 fn t(n: u64) -> FencingToken {
     FencingToken::new(n).expect("non-zero")
+}
+
+/// One holder identity for the fence cases that are about token order only.
+const A: HolderId = HolderId::from_raw(0xa11c_e000_0000_0001);
+
+fn tk(n: u64) -> Ticket {
+    Ticket::new(t(n), A)
 }
 
 pub async fn sequential_tokens_increase<H: Harness>(h: H) {
@@ -194,6 +204,37 @@ fn fenced_lease_copy(l: &fenced_lock::Lease) -> fenced_lock::Lease {
         l.ttl(),
         l.valid_until(),
     )
+}
+
+/// Operator view: inspect shows the hold's token and time left (never the owner), and
+/// force-release frees the key; the holder then learns it lost the lock and the next
+/// token is larger.
+pub async fn inspect_and_force_release<H: Harness>(h: H) {
+    let b = h.client().await;
+    let admin = h.client().await;
+    let key = unique("admin");
+    assert_eq!(admin.inspect(&key).await.unwrap(), None);
+    let mut lease = b
+        .try_acquire(&key, h.ttl() * 4)
+        .await
+        .unwrap()
+        .expect("free");
+    let info = admin.inspect(&key).await.unwrap().expect("held");
+    assert_eq!(info.token, lease.token());
+    assert!(
+        info.remaining > Duration::ZERO && info.remaining <= h.ttl() * 4 + Duration::from_secs(1)
+    );
+    assert!(admin.force_release(&key).await.unwrap());
+    assert!(!admin.force_release(&key).await.unwrap());
+    assert_eq!(admin.inspect(&key).await.unwrap(), None);
+    assert!(b.renew(&mut lease).await.unwrap_err().is_lock_lost());
+    let next = admin
+        .try_acquire(&key, h.ttl())
+        .await
+        .unwrap()
+        .expect("freed");
+    assert!(next.token() > lease.token());
+    assert!(admin.release(next).await.unwrap());
 }
 
 pub async fn acquire_wait_is_bounded<H: Harness>(h: H) {
@@ -437,24 +478,48 @@ pub trait FenceHarness: Send + Sync + 'static {
 pub async fn fence_rejects_lower_admits_equal<H: FenceHarness>(h: H) {
     let f = h.fence().await;
     let r = unique("res");
-    f.admit(&r, t(5)).await.unwrap();
-    f.admit(&r, t(5)).await.expect("equal token admitted");
-    f.admit(&r, t(7)).await.unwrap();
-    let err = f.admit(&r, t(6)).await.unwrap_err();
+    f.check_only(&r, tk(5)).await.unwrap();
+    f.check_only(&r, tk(5))
+        .await
+        .expect("equal token, same holder: admitted");
+    f.check_only(&r, tk(7)).await.unwrap();
+    let err = f.check_only(&r, tk(6)).await.unwrap_err();
     let stale: &StaleToken = err.as_stale().expect("stale");
     assert_eq!(stale.presented, t(6));
     assert_eq!(stale.current, Some(t(7)));
     assert!(err.to_string().contains("stale fencing token 6"), "{err}");
     // Another client sees the same high-water mark.
     let f2 = h.fence().await;
-    assert!(f2.admit(&r, t(1)).await.is_err());
-    f2.admit(&r, t(7)).await.unwrap();
+    assert!(f2.check_only(&r, tk(1)).await.is_err());
+    f2.check_only(&r, tk(7)).await.unwrap();
     // Resources are independent.
-    f2.admit(&format!("{r}-other"), t(1)).await.unwrap();
+    f2.check_only(&format!("{r}-other"), tk(1)).await.unwrap();
     assert!(matches!(
-        f2.admit("", t(1)).await,
+        f2.check_only("", tk(1)).await,
         Err(fenced_lock::FenceError::EmptyResource)
     ));
+}
+
+/// Issue 13, defect 2: a token handed out twice (a backend that lost its counter) must not
+/// let two leases write. The fence remembers which lease it admitted.
+pub async fn fence_refuses_equal_token_from_another_lease<H: FenceHarness>(h: H) {
+    let f = h.fence().await;
+    let r = unique("equal");
+    let a = Ticket::new(t(9), HolderId::random());
+    let b = Ticket::new(t(9), HolderId::random());
+    f.check_only(&r, a).await.unwrap();
+    let err = f
+        .check_only(&r, b)
+        .await
+        .expect_err("equal token from another lease admitted");
+    assert_eq!(err.as_stale().map(|s| s.current), Some(Some(t(9))), "{err}");
+    // The first holder keeps writing, from another client too.
+    h.fence().await.check_only(&r, a).await.unwrap();
+    // A newer token from anyone supersedes it.
+    f.check_only(&r, Ticket::new(t(10), b.holder))
+        .await
+        .unwrap();
+    assert!(f.check_only(&r, a).await.is_err());
 }
 
 pub async fn fence_is_safe_under_concurrent_admits<H: FenceHarness>(h: H) {
@@ -474,7 +539,7 @@ pub async fn fence_is_safe_under_concurrent_admits<H: FenceHarness>(h: H) {
         joins.push(tokio::spawn(async move {
             let f = h.fence().await;
             for x in chunk {
-                match f.admit(&r, t(x)).await {
+                match f.check_only(&r, tk(x)).await {
                     Ok(()) => admitted.lock().unwrap().push(x),
                     Err(e) => assert!(e.as_stale().is_some(), "{e}"),
                 }
@@ -487,9 +552,12 @@ pub async fn fence_is_safe_under_concurrent_admits<H: FenceHarness>(h: H) {
     let f = h.fence().await;
     // The highest token always wins and everything lower is now refused.
     assert!(admitted.lock().unwrap().contains(&n));
-    f.admit(&r, t(n)).await.unwrap();
+    f.check_only(&r, tk(n)).await.unwrap();
     for x in [1, n / 2, n - 1] {
-        assert!(f.admit(&r, t(x)).await.is_err(), "{x} admitted after {n}");
+        assert!(
+            f.check_only(&r, tk(x)).await.is_err(),
+            "{x} admitted after {n}"
+        );
     }
 }
 
@@ -499,13 +567,13 @@ pub async fn fence_stops_paused_holder<H: Harness, F: FenceHarness>(h: H, fh: F)
     let f = fh.fence().await;
     let key = unique("paused");
     let old = b.try_acquire(&key, h.ttl()).await.unwrap().expect("free");
-    f.admit(&key, old.token()).await.unwrap();
+    f.check_only(&key, old.ticket()).await.unwrap();
     // "GC pause": the lease expires and another client takes over.
     let b2 = h.client().await;
     let new = b2.acquire(&key, h.ttl() * 4, h.ttl() * 6).await.unwrap();
-    f.admit(&key, new.token()).await.unwrap();
+    f.check_only(&key, new.ticket()).await.unwrap();
     // The old holder wakes up and tries to write: refused.
-    assert!(f.admit(&key, old.token()).await.is_err());
+    assert!(f.check_only(&key, old.ticket()).await.is_err());
     assert!(b2.release(new).await.unwrap());
 }
 
@@ -516,6 +584,7 @@ macro_rules! lock_suite {
         $crate::lock_suite!(@cases $harness;
             sequential_tokens_increase,
             held_key_is_not_acquired,
+            inspect_and_force_release,
             expiry_then_takeover_increases_token_and_fences_old,
             release_then_reacquire_increases_token,
             new_client_continues_tokens,
@@ -551,6 +620,12 @@ macro_rules! fence_suite {
         async fn fence_rejects_lower_admits_equal() {
             conformance::fence_rejects_lower_admits_equal($harness.await).await;
         }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn fence_refuses_equal_token_from_another_lease() {
+            conformance::fence_refuses_equal_token_from_another_lease($harness.await).await;
+        }
+
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn fence_is_safe_under_concurrent_admits() {
             conformance::fence_is_safe_under_concurrent_admits($harness.await).await;

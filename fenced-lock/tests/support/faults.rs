@@ -19,7 +19,7 @@ use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fenced_lock::{Fence, FenceError, FencingToken, LockBackend, LockError};
+use fenced_lock::{Fence, FenceError, LockBackend, LockError, Ticket};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
@@ -85,7 +85,8 @@ impl Checker {
     /// A write to the fenced resource `resource` carrying `token`; returns
     /// whether it was admitted. The admit and its bookkeeping are serialized
     /// per resource, so a lower token admitted after a higher one is caught.
-    pub async fn write<F: Fence>(&self, fence: &F, resource: &str, token: FencingToken) -> bool {
+    pub async fn write<F: Fence>(&self, fence: &F, resource: &str, ticket: Ticket) -> bool {
+        let token = ticket.token;
         let gate = self
             .gates
             .lock()
@@ -94,7 +95,7 @@ impl Checker {
             .or_default()
             .clone();
         let mut high = gate.lock().await;
-        match fence.admit(resource, token).await {
+        match fence.check_only(resource, ticket).await {
             Ok(()) => {
                 inc(&self.counters.admitted);
                 if token.get() < *high {
@@ -338,7 +339,7 @@ async fn worker<B: LockBackend, F: Fence>(
                     Err(_) => inc(&checker.counters.errors),
                 }
             }
-            checker.write(&fence, &key, token).await;
+            checker.write(&fence, &key, lease.ticket()).await;
         }
         let release_start = Instant::now();
         let valid_until = lease.valid_until();

@@ -13,6 +13,7 @@ pub struct RedisServer {
     dir: PathBuf,
     port: u16,
     aof: bool,
+    extra: Vec<String>,
 }
 
 fn binary() -> String {
@@ -22,6 +23,11 @@ fn binary() -> String {
 impl RedisServer {
     /// Starts and waits (up to 10 s) until it answers PING.
     pub async fn start(aof: bool) -> Self {
+        Self::start_with(aof, &[]).await
+    }
+
+    /// As [`start`](Self::start), with extra `redis-server` arguments.
+    pub async fn start_with(aof: bool, extra: &[&str]) -> Self {
         let dir = std::env::temp_dir().join(format!(
             "fenced-lock-redis-{}-{:016x}",
             std::process::id(),
@@ -37,6 +43,7 @@ impl RedisServer {
             dir,
             port,
             aof,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
         };
         s.spawn();
         s.wait_ready().await;
@@ -58,6 +65,7 @@ impl RedisServer {
         } else {
             cmd.args(["--appendonly", "no"]);
         }
+        cmd.args(&self.extra);
         let log = std::fs::File::create(self.dir.join("redis.log")).expect("redis log");
         let child = cmd
             .stdin(Stdio::null())
@@ -106,9 +114,28 @@ impl RedisServer {
     }
 
     fn kill(&mut self) {
+        self.resume();
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+    }
+
+    /// SIGSTOP: the server hangs (accepts nothing, answers nothing) until [`resume`](Self::resume).
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// SIGCONT.
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        if let Some(c) = &self.child {
+            let _ = Command::new("kill")
+                .args([sig, &c.id().to_string()])
+                .status();
         }
     }
 
