@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser};
+use clap::{CommandFactory, FromArgMatches};
 use lockaudit::cli::{Args, Command, Format};
 use lockaudit::commands::{self, baseline::Baseline, inventory};
 use lockaudit::diag::ToolError;
@@ -14,7 +14,13 @@ const EXIT_FINDINGS: u8 = 1;
 const EXIT_ERROR: u8 = 2;
 
 pub fn main() -> ExitCode {
-    let args = Args::parse_from(cargo_subcommand_args(std::env::args_os().collect()));
+    let (argv, as_cargo) = cargo_subcommand_args(std::env::args_os().collect());
+    let mut command = Args::command();
+    if as_cargo {
+        // Usage lines and errors show the command the user typed.
+        command = command.bin_name("cargo lockaudit");
+    }
+    let args = Args::from_arg_matches(&command.get_matches_from(argv)).unwrap_or_else(|e| e.exit());
     match run(args) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
@@ -110,13 +116,14 @@ fn run(args: Args) -> Result<u8, ToolError> {
             })
         }
         Command::Inventory(a) => {
-            let settings = commands::analysis_settings(
-                a.paths,
-                a.config.clone(),
-                a.manifest_path,
-                a.threads,
-                a.verbose,
-            )?;
+            let settings = commands::analysis_settings(commands::Analysis {
+                paths: a.paths,
+                config: a.config.clone(),
+                manifest_path: a.manifest_path,
+                threads: a.threads,
+                verbose: a.verbose,
+                cache_dir: (!a.no_cache).then_some(a.cache_dir),
+            })?;
             let outcome = engine::check(&settings)?;
             if a.verbose {
                 commands::print_configs(&outcome.configs);
@@ -191,7 +198,8 @@ fn run(args: Args) -> Result<u8, ToolError> {
 }
 
 /// `cargo lockaudit …` runs `cargo-lockaudit lockaudit …`: drop the subcommand name cargo passes.
-fn cargo_subcommand_args(mut argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+/// Also says whether the program runs as `cargo-lockaudit`.
+fn cargo_subcommand_args(mut argv: Vec<std::ffi::OsString>) -> (Vec<std::ffi::OsString>, bool) {
     let invoked_as_cargo = argv
         .first()
         .and_then(|a| std::path::Path::new(a).file_stem())
@@ -199,7 +207,7 @@ fn cargo_subcommand_args(mut argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsS
     if invoked_as_cargo && argv.get(1).is_some_and(|a| a == "lockaudit") {
         argv.remove(1);
     }
-    argv
+    (argv, invoked_as_cargo)
 }
 
 /// Writes the report; a closed pipe (`lockaudit check | head`) ends quietly.

@@ -43,13 +43,14 @@ pub fn run(a: AnnotateArgs) -> Result<Outcome, ToolError> {
                 .into(),
         ));
     }
-    let settings = super::analysis_settings(
-        a.paths.clone(),
-        a.config.clone(),
-        a.manifest_path.clone(),
-        None,
-        a.verbose,
-    )?;
+    let settings = super::analysis_settings(super::Analysis {
+        paths: a.paths.clone(),
+        config: a.config.clone(),
+        manifest_path: a.manifest_path.clone(),
+        threads: None,
+        verbose: a.verbose,
+        cache_dir: (!a.no_cache).then(|| a.cache_dir.clone()),
+    })?;
     let outcome = engine::check(&settings)?;
     if a.verbose {
         super::print_configs(&outcome.configs);

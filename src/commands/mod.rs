@@ -24,15 +24,29 @@ pub fn expand_manifest(a: &mut CheckArgs) -> Result<(), ToolError> {
     Ok(())
 }
 
-/// Settings for a command that runs the analysis only for its sites and findings: `check`'s
-/// defaults (built by parsing a `check` command line, so new `check` options keep their defaults).
-pub fn analysis_settings(
-    paths: Vec<PathBuf>,
-    config: Option<PathBuf>,
-    manifest_path: Option<PathBuf>,
-    threads: Option<usize>,
-    verbose: bool,
-) -> Result<CheckSettings, ToolError> {
+/// What a command that runs the analysis only for its sites and findings (`inventory`,
+/// `annotate`) shares with `check`.
+pub struct Analysis {
+    pub paths: Vec<PathBuf>,
+    pub config: Option<PathBuf>,
+    pub manifest_path: Option<PathBuf>,
+    pub threads: Option<usize>,
+    pub verbose: bool,
+    /// `None`: `--no-cache`.
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// Settings for such a command: `check`'s defaults (built by parsing a `check` command line, so
+/// new `check` options keep their defaults).
+pub fn analysis_settings(a: Analysis) -> Result<CheckSettings, ToolError> {
+    let Analysis {
+        paths,
+        config,
+        manifest_path,
+        threads,
+        verbose,
+        cache_dir,
+    } = a;
     let mut argv: Vec<OsString> = [
         "lockaudit",
         "check",
@@ -52,6 +66,10 @@ pub fn analysis_settings(
     }
     if verbose {
         argv.push("--verbose".into());
+    }
+    match cache_dir {
+        Some(d) => argv.extend(["--cache-dir".into(), d.into_os_string()]),
+        None => argv.push("--no-cache".into()),
     }
     argv.push("--".into());
     argv.extend(paths.into_iter().map(PathBuf::into_os_string));
