@@ -59,6 +59,8 @@ struct Indexed {
 
 pub struct Outcome {
     pub report: Report,
+    /// What `--verbose` says beyond the report (files next to the sources that were not used).
+    pub notes: Vec<String>,
     pub suppressed: usize,
     pub configs: Vec<PathBuf>,
     pub stats: Stats,
@@ -109,7 +111,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
     let builtin = packs::builtin()?;
     let found = discover::discover(&settings.paths, &cwd, settings.threads)?;
     clock.lap("discover");
-    let mut configs = Configs::new(builtin, settings.config.as_deref())?;
+    let mut configs = Configs::new(builtin, settings.config.as_deref())?.verbose(settings.verbose);
     let mut roots: HashMap<PathBuf, Option<Arc<Path>>> = HashMap::new();
     let mut jobs = Vec::new();
     // Files come sorted, so a folder's files are mostly consecutive: its config and crate are
@@ -190,6 +192,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
     });
     clock.lap("read");
     let mut errors = found.errors;
+    errors.extend(configs.take_problems(&cwd));
     let mut hits: Vec<cache::Entry> = Vec::new();
     let mut hashed_only_crates = 0;
     let mut misses: Vec<(String, Vec<usize>)> = Vec::new();
@@ -462,6 +465,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
     }
     report.errors = errors;
     report.finish();
+    let notes = configs.take_notes();
     let mut configs: Vec<PathBuf> = configs
         .loaded()
         .iter()
@@ -473,6 +477,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
     stats.files = jobs.len();
     stats.parsed = indexed.len();
     Ok(Outcome {
+        notes,
         stats,
         report,
         suppressed,
@@ -678,14 +683,14 @@ thread_local! {
 
 /// Reads a file into this thread's buffer and hands its bytes to `f`.
 fn with_bytes<R>(job: &Job, f: impl FnOnce(&[u8]) -> R) -> Result<R, FileError> {
-    use std::io::Read;
     BUFFER.with_borrow_mut(|buf| {
-        buf.clear();
-        // Through `take`, read_to_end skips File's size-hint stat: one syscall less per file, and
-        // the reused buffer usually has room already.
-        std::fs::File::open(&job.file.abs)
-            .and_then(|file| file.take(u64::MAX).read_to_end(buf))
-            .map_err(|e| read_error(job, None, format!("cannot read: {e}")))?;
+        crate::read::into(&job.file.abs, crate::read::Kind::Source, buf).map_err(|e| {
+            let message = match e {
+                crate::read::ReadError::Io(e) => format!("cannot read: {e}"),
+                other => other.to_string(),
+            };
+            read_error(job, None, message)
+        })?;
         let result = f(buf);
         // One huge file should not hold its memory for the rest of the run.
         if buf.capacity() > BUFFER_KEEP {

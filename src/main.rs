@@ -67,7 +67,7 @@ fn run(args: Args) -> Result<u8, ToolError> {
             let settings = CheckSettings::from_args(a)?;
             let mut outcome = engine::check(&settings)?;
             if settings.verbose {
-                commands::print_configs(&outcome.configs);
+                commands::print_verbose(&outcome);
 
                 let s = &outcome.stats;
                 eprintln!(
@@ -126,7 +126,7 @@ fn run(args: Args) -> Result<u8, ToolError> {
             })?;
             let outcome = engine::check(&settings)?;
             if a.verbose {
-                commands::print_configs(&outcome.configs);
+                commands::print_verbose(&outcome);
             }
             let cwd = std::env::current_dir()
                 .map_err(|e| ToolError::Usage(format!("cannot read the current directory: {e}")))?;

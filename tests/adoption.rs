@@ -583,7 +583,8 @@ fn config_from_cargo_metadata_with_lockaudit_toml_winning_in_the_same_folder() {
     .expect("write");
     let o = lockaudit(d, &["check", "."]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("Cargo.toml:5:"), "{}", stderr(&o));
+    // The key's own line.
+    assert!(stderr(&o).contains("Cargo.toml:6:19:"), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("[package.metadata.lockaudit]"),
         "{}",

@@ -201,16 +201,16 @@ fn bad_config_and_bad_pack_stop_the_run_with_a_precise_message() {
     let cases: &[(&str, &str)] = &[
         (
             "default-purpose = \"efficiency\"\n[rules.long-deadline]\nmax-ttl = 60\n",
-            "lockaudit.toml:2:1: [rules.long-deadline]: unknown or mistyped key `max-ttl`",
+            "lockaudit.toml:3:1: [rules.long-deadline] max-ttl must be a duration string",
         ),
         (
             "[rules.long-dedline]\nlevel = \"off\"\n",
-            "lockaudit.toml:1:1: unknown rule `long-dedline` in [rules] (did you mean `long-deadline`?)",
+            "lockaudit.toml:1:8: unknown rule `long-dedline` in [rules] (did you mean `long-deadline`?)",
         ),
         ("\n\ndefault-purpose = [\n", "lockaudit.toml:3:"),
         (
             "[[classify]]\npath = \"src/**\"\npurpose = \"corectness\"\n",
-            "lockaudit.toml:1:1: [[classify]] #1: `purpose` is `corectness`",
+            "lockaudit.toml:3:11: [[classify]] #1: `purpose` is `corectness`",
         ),
         (
             "unknown-key = 1\n",
@@ -218,7 +218,7 @@ fn bad_config_and_bad_pack_stop_the_run_with_a_precise_message() {
         ),
         (
             "[rules.long-deadline]\nmax-ttl = \"sixty\"\n",
-            "max-ttl `sixty`",
+            "lockaudit.toml:2:11: [rules.long-deadline] max-ttl `sixty`",
         ),
     ];
     for (toml, want) in cases {
@@ -259,7 +259,7 @@ fn bad_config_and_bad_pack_stop_the_run_with_a_precise_message() {
     let o = lockaudit(d, &["check", "--config", "nope.toml"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("nope.toml: no such config file"),
+        stderr(&o).contains("nope.toml: cannot read config: no such file"),
         "{}",
         stderr(&o)
     );
@@ -1011,4 +1011,230 @@ fn cargo_subcommand_help_names_cargo_lockaudit() {
         "{}",
         stdout(&o)
     );
+}
+
+/// Runs the binary, killing it (and failing) if it has not finished in 30 s: a FIFO that is
+/// read waits forever.
+fn lockaudit_bounded(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockaudit"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawns");
+    let start = std::time::Instant::now();
+    while child.try_wait().expect("waits").is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("lockaudit {args:?} hung");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+fn mkfifo(p: &std::path::Path) {
+    let ok = Command::new("mkfifo").arg(p).status().expect("mkfifo runs");
+    assert!(ok.success());
+}
+
+#[cfg(unix)]
+#[test]
+fn special_files_are_refused_not_read() {
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    for c in ["a", "b", "c", "d"] {
+        std::fs::create_dir_all(d.join(c).join("src")).expect("mkdir");
+        std::fs::write(d.join(c).join("src/lib.rs"), UNFENCED).expect("write");
+    }
+    // A FIFO Cargo.toml in the tree: named, the rest analysed.
+    mkfifo(&d.join("a/Cargo.toml"));
+    let o = lockaudit_bounded(d, &["check", "a", "--no-cache", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["sites"].as_array().map(Vec::len), Some(1));
+    assert_eq!(v["errors"][0]["path"], "a/Cargo.toml");
+    assert!(
+        v["errors"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("FIFO")),
+        "{v}"
+    );
+    // A Cargo.toml that is a link to /dev/zero: not read (memory stays flat).
+    symlink("/dev/zero", d.join("b/Cargo.toml")).expect("link");
+    let o = lockaudit_bounded(d, &["check", "b", "--no-cache"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("b/Cargo.toml: is a device, not a regular file"),
+        "{}",
+        stdout(&o)
+    );
+    // A rule pack, --baseline and --manifest-path that are FIFOs, --config a folder or a
+    // device, a FIFO named as a file to check: errors (exit 2) naming the file.
+    mkfifo(&d.join("c/p.toml"));
+    std::fs::write(d.join("c/lockaudit.toml"), "packs = [\"p.toml\"]\n").expect("write");
+    mkfifo(&d.join("bl.json"));
+    mkfifo(&d.join("x.rs"));
+    for (args, says) in [
+        (vec!["check", "c"], "cannot read rule pack"),
+        (
+            vec!["check", "a/src", "--baseline", "bl.json"],
+            "bl.json: cannot read baseline: is a FIFO",
+        ),
+        (
+            vec!["check", "--manifest-path", "a/Cargo.toml"],
+            "a/Cargo.toml: cannot read: is a FIFO",
+        ),
+        (
+            vec!["check", "d", "--config", "d"],
+            "d: cannot read config: is a directory",
+        ),
+        (
+            vec!["check", "d", "--config", "/dev/null"],
+            "/dev/null: cannot read config: is a device",
+        ),
+        (
+            vec!["check", "x.rs"],
+            "x.rs: is a FIFO (named pipe), not a regular file",
+        ),
+        (vec!["inventory", "x.rs"], "x.rs: is a FIFO"),
+    ] {
+        let mut args = args.clone();
+        args.push("--no-cache");
+        let o = lockaudit_bounded(d, &args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+    // Cache entries that became FIFOs: recomputed, same answer.
+    let first = lockaudit_bounded(d, &["check", "d", "--format", "json"]);
+    let cache = d.join(".lockaudit_cache");
+    let mut entries = 0;
+    for v in std::fs::read_dir(&cache).expect("cache").flatten() {
+        for e in std::fs::read_dir(v.path()).into_iter().flatten().flatten() {
+            if e.path().extension().is_some_and(|x| x == "json") {
+                std::fs::remove_file(e.path()).expect("rm");
+                mkfifo(&e.path());
+                entries += 1;
+            }
+        }
+    }
+    assert!(entries > 0, "the first run wrote the cache");
+    let again = lockaudit_bounded(d, &["check", "d", "--format", "json"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert_eq!(json(&first)["findings"], json(&again)["findings"]);
+}
+
+#[cfg(unix)]
+#[test]
+fn messages_say_what_is_wrong() {
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::create_dir(d.join("src")).expect("mkdir");
+    std::fs::write(d.join("src/lib.rs"), UNFENCED).expect("write");
+    // A duration given as a number: the key is known, the value is the problem; the message
+    // points at the key's line, not the table's.
+    std::fs::write(
+        d.join("lockaudit.toml"),
+        "[rules.long-deadline]\nlevel = \"warning\"\nmax-ttl = 60\n",
+    )
+    .expect("write");
+    let o = lockaudit(d, &["check", "--no-cache"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("lockaudit.toml:3:1: [rules.long-deadline] max-ttl must be a duration string such as \"60s\""),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("unknown"), "{}", stderr(&o));
+    std::fs::write(
+        d.join("lockaudit.toml"),
+        "[rules.long-deadline]\nlevel = \"warning\"\n\nmax-tl = \"1m\"\n",
+    )
+    .expect("write");
+    let o = lockaudit(d, &["check", "--no-cache"]);
+    assert!(
+        stderr(&o).contains("lockaudit.toml:4:1: [rules.long-deadline]: unknown key `max-tl`"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::write(
+        d.join("lockaudit.toml"),
+        "[[classify]]\nkey = \"a\"\npurpose = \"correctness\"\n\n[[classify]]\nkey = \"b\"\npurpose = \"both\"\n",
+    )
+    .expect("write");
+    let o = lockaudit(d, &["check", "--no-cache"]);
+    assert!(
+        stderr(&o).contains("lockaudit.toml:7:11: [[classify]] #2: `purpose` is `both`"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::remove_file(d.join("lockaudit.toml")).expect("rm");
+
+    // --select '' is a mistake, not "run nothing".
+    let o = lockaudit(d, &["check", "--no-cache", "--select", ""]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--select names no rule"),
+        "{}",
+        stderr(&o)
+    );
+
+    // A symbolic link loop is a loop.
+    symlink("a.rs", d.join("src/b.rs")).expect("link");
+    symlink("b.rs", d.join("src/a.rs")).expect("link");
+    let o = lockaudit(d, &["check", "--no-cache"]);
+    assert!(
+        stdout(&o).contains("src/a.rs: symbolic link loop"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(!stdout(&o).contains("does not exist"), "{}", stdout(&o));
+    std::fs::remove_file(d.join("src/a.rs")).expect("rm");
+    std::fs::remove_file(d.join("src/b.rs")).expect("rm");
+
+    // A dangling lockaudit.toml is named; a broken Cargo.toml is noted with --verbose.
+    symlink("/nonexistent/lockaudit.toml", d.join("lockaudit.toml")).expect("link");
+    std::fs::write(d.join("Cargo.toml"), "[package\nname = \"x\"\n").expect("write");
+    let o = lockaudit(d, &["check", "--no-cache"]);
+    assert!(
+        stdout(&o).contains("error: lockaudit.toml: broken symbolic link: its target `/nonexistent/lockaudit.toml` does not exist; not used as configuration"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(!stderr(&o).contains("Cargo.toml"), "{}", stderr(&o));
+    let o = lockaudit(d, &["check", "--no-cache", "--verbose"]);
+    assert!(
+        stderr(&o).contains("Cargo.toml:1: not valid TOML"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn markdown_inventory_escapes_table_breakers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("keys.rs"),
+        "use rslock::LockManager;\nuse std::time::Duration;\npub async fn f(mgr: &LockManager) { let _l = mgr.lock(\"lock|tenant\", Duration::from_secs(10)).await; }\npub async fn g(mgr: &LockManager) { let _l = mgr.lock(\"a\\nb\", Duration::from_secs(10)).await; }\n",
+    )
+    .expect("write");
+    let o = lockaudit(dir.path(), &["inventory", "--no-cache"]);
+    let md = stdout(&o);
+    let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| `keys.rs")).collect();
+    assert_eq!(rows.len(), 2, "{md}");
+    for r in &rows {
+        // Every row has as many unescaped cell separators as the header.
+        let cells = r.replace("\\|", "").matches('|').count();
+        let header = md
+            .lines()
+            .find(|l| l.starts_with("| location"))
+            .expect("header");
+        assert_eq!(cells, header.matches('|').count(), "{r}");
+    }
+    assert!(md.contains("`lock\\|tenant`"), "{md}");
+    assert!(md.contains("`a\\nb`"), "{md}");
 }

@@ -53,7 +53,7 @@ pub fn run(a: AnnotateArgs) -> Result<Outcome, ToolError> {
     })?;
     let outcome = engine::check(&settings)?;
     if a.verbose {
-        super::print_configs(&outcome.configs);
+        super::print_verbose(&outcome);
     }
     let cwd = std::env::current_dir()
         .map_err(|e| ToolError::Usage(format!("cannot read the current directory: {e}")))?;
@@ -70,7 +70,7 @@ pub fn run(a: AnnotateArgs) -> Result<Outcome, ToolError> {
     let mut stderr = std::io::stderr();
     'files: for (display, sites) in by_file {
         let abs = cwd.join(display);
-        let Ok(text) = std::fs::read_to_string(&abs) else {
+        let Ok(text) = crate::read::text(&abs, crate::read::Kind::Source) else {
             eprintln!("lockaudit: {display}: cannot read; not annotated");
             result.skipped_files += 1;
             continue;

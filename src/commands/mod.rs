@@ -84,7 +84,15 @@ pub fn analysis_settings(a: Analysis) -> Result<CheckSettings, ToolError> {
     CheckSettings::from_args(a)
 }
 
-/// Prints the configuration files used, for `--verbose`.
+/// Prints the configuration files used, and the notes of the run, for `--verbose`.
+pub fn print_verbose(outcome: &crate::engine::Outcome) {
+    print_configs(&outcome.configs);
+    for n in &outcome.notes {
+        eprintln!("lockaudit: note: {n}");
+    }
+}
+
+/// Prints the configuration files used.
 pub fn print_configs(configs: &[PathBuf]) {
     for c in configs {
         let from_manifest = c.file_name().is_some_and(|n| n == "Cargo.toml");
