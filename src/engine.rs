@@ -914,8 +914,9 @@ fn analyze_one(
     let config = &job.config;
     let directives = Directives::scan(src, &|r| lints::by_id(r).is_some());
     let long_call = |name: &str| config.rules.long_calls.is_match(name);
-    let (classified, events, clocks, wrappers) = match syn::parse_file(&src.text) {
+    let (classified, events, clocks, wrappers, tests) = match syn::parse_file(&src.text) {
         Ok(ast) => {
+            let tests = sites::test_code::TestCode::of(&ast, &job.crate_root, &job.file.abs);
             let mut imports = Imports::new(ix.module.clone());
             imports.add_items(&ast.items);
             let cx = FileCx {
@@ -931,9 +932,16 @@ fn analyze_one(
                 .into_iter()
                 .map(|s| classify(s, src, &directives, config))
                 .collect();
-            (classified, facts.events, facts.clocks, facts.wrappers)
+            (
+                classified,
+                facts.events,
+                facts.clocks,
+                facts.wrappers,
+                tests,
+            )
         }
-        Err(_) => (Vec::new(), Vec::new(), Vec::new(), Vec::new()), // parsed in phase 1; cannot fail here
+        // Parsed in phase 1; cannot fail here.
+        Err(_) => Default::default(),
     };
     proc_macro2::extra::invalidate_current_thread_spans();
 
@@ -1015,6 +1023,12 @@ fn analyze_one(
             ));
         }
     }
+    // Findings in test code are dropped after suppressions were matched, so that an `allow` for
+    // one is not reported as unused.
+    if !config.include_tests {
+        findings.retain(|f| !tests.contains(f.line));
+        suppressed = findings.iter().filter(|f| f.suppressed).count();
+    }
     let sites = classified
         .iter()
         .map(|c| SiteRecord {
@@ -1043,6 +1057,7 @@ fn analyze_one(
                 Renewal::None
             },
             wrapped: c.site.wrapped,
+            test: tests.contains(c.site.span.line),
         })
         .collect();
     FileOutput {

@@ -183,11 +183,11 @@ fn inventory_markdown_and_csv_have_a_row_per_site() {
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(
         lines[0],
-        "location,function,library,via,key,purpose,purpose source,fenced by,ttl,fencing,renewal,release,consensus,backend,findings"
+        "location,function,library,via,key,purpose,purpose source,fenced by,ttl,fencing,renewal,release,consensus,backend,findings,test"
     );
     assert_eq!(lines.len(), sites + 1, "{csv}");
     assert!(
-        lines.contains(&"fixtures/libs/rslock.rs:33,fixtures::libs::rslock::warm_cache,rslock,,cache-warmer,efficiency,function,,30s,none,none,explicit,no,redis,"),
+        lines.contains(&"fixtures/libs/rslock.rs:33,fixtures::libs::rslock::warm_cache,rslock,,cache-warmer,efficiency,function,,30s,none,none,explicit,no,redis,,no"),
         "{csv}"
     );
 }

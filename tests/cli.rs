@@ -1238,3 +1238,107 @@ fn markdown_inventory_escapes_table_breakers() {
     assert!(md.contains("`lock\\|tenant`"), "{md}");
     assert!(md.contains("`a\\nb`"), "{md}");
 }
+
+#[test]
+fn test_code_sites_are_marked_and_their_findings_left_out() {
+    let fixture = root().join("fixtures/tests_code");
+    let o = lockaudit(&fixture, &["check", "--no-cache", "--format", "json"]);
+    let v = json(&o);
+    let sites = v["sites"].as_array().expect("sites");
+    let test_sites: Vec<(String, u64)> = sites
+        .iter()
+        .filter(|s| s["test"] == true)
+        .map(|s| {
+            (
+                s["path"].as_str().unwrap_or("").to_string(),
+                s["line"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    // tests/, benches/, a #[tokio::test] fn and a #[cfg(test)] module's helper.
+    assert_eq!(
+        test_sites,
+        vec![
+            ("benches/renumber.rs".to_string(), 13),
+            ("src/lib.rs".to_string(), 33),
+            ("src/lib.rs".to_string(), 42),
+            ("tests/numbering.rs".to_string(), 9),
+            ("tests/numbering.rs".to_string(), 15),
+        ],
+        "{v}"
+    );
+    // Production code, examples and `#[cfg(not(test))]` items are not test sites.
+    assert!(
+        sites
+            .iter()
+            .filter(|s| s["test"].is_null())
+            .all(|s| s["path"] == "src/lib.rs" || s["path"] == "examples/renumber.rs"),
+        "{v}"
+    );
+    for f in v["findings"].as_array().expect("findings") {
+        let at = (
+            f["path"].as_str().unwrap_or("").to_string(),
+            f["line"].as_u64().unwrap_or(0),
+        );
+        assert!(!test_sites.contains(&at), "finding at a test site: {f}");
+    }
+    // The inventory marks them too.
+    let o = lockaudit(&fixture, &["inventory", "--no-cache", "--format", "json"]);
+    let inv = json(&o);
+    let marked = inv["sites"]
+        .as_array()
+        .expect("sites")
+        .iter()
+        .filter(|s| s["test"] == true)
+        .count();
+    assert_eq!(marked, test_sites.len(), "{inv}");
+    let md = stdout(&lockaudit(&fixture, &["inventory", "--no-cache"]));
+    assert!(md.contains("| findings | test |"), "{md}");
+
+    // include-tests = true turns them back on; the key is validated like the others.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("all.toml");
+    std::fs::write(
+        &cfg,
+        "include-tests = true\ndefault-purpose = \"efficiency\"\n",
+    )
+    .expect("write");
+    let o = lockaudit(
+        &fixture,
+        &[
+            "check",
+            "--no-cache",
+            "--format",
+            "json",
+            "--config",
+            cfg.to_str().expect("utf-8"),
+        ],
+    );
+    let with = json(&o);
+    for (path, line) in &test_sites {
+        assert!(
+            with["findings"]
+                .as_array()
+                .expect("findings")
+                .iter()
+                .any(|f| f["path"] == path.as_str() && f["line"].as_u64() == Some(*line)),
+            "no finding at {path}:{line} with include-tests: {with}"
+        );
+    }
+    std::fs::write(&cfg, "\ninclude-tests = \"yes\"\n").expect("write");
+    let o = lockaudit(
+        &fixture,
+        &[
+            "check",
+            "--no-cache",
+            "--config",
+            cfg.to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("all.toml:2:17: `include-tests` must be true or false, found string"),
+        "{}",
+        stderr(&o)
+    );
+}

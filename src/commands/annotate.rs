@@ -339,6 +339,7 @@ mod tests {
             backend: None,
             renewal: crate::report::Renewal::None,
             wrapped: false,
+            test: false,
         };
         let text = "fn run() {\n    let l = m.lock();\n}\n";
         let mut out = Vec::new();

@@ -141,7 +141,7 @@ pub fn render(
     }
 }
 
-const HEADER: [&str; 15] = [
+const HEADER: [&str; 16] = [
     "location",
     "function",
     "library",
@@ -157,9 +157,10 @@ const HEADER: [&str; 15] = [
     "consensus",
     "backend",
     "findings",
+    "test",
 ];
 
-fn cells(r: &Row) -> [String; 15] {
+fn cells(r: &Row) -> [String; 16] {
     let s = r.site;
     [
         format!("{}:{}", s.path, s.line),
@@ -177,6 +178,7 @@ fn cells(r: &Row) -> [String; 15] {
         if s.consensus { "yes" } else { "no" }.to_string(),
         r.backend.clone().unwrap_or_default(),
         r.findings.join(" "),
+        if s.test { "yes" } else { "no" }.to_string(),
     ]
 }
 

@@ -4,6 +4,7 @@
 
 mod failure;
 mod matchers;
+pub mod test_code;
 mod ttl;
 mod walk;
 
