@@ -192,6 +192,8 @@ pub struct CheckArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     Human,
+    /// One line per finding: `path:line:col: rule: message`.
+    Concise,
     Json,
     Sarif,
     Github,

@@ -95,6 +95,7 @@ fn run(args: Args) -> Result<u8, ToolError> {
             let r = &outcome.report;
             let text = match settings.format {
                 Format::Human => report::human::render(r, settings.color),
+                Format::Concise => report::human::render_concise(r),
                 Format::Json => report::json::render(r),
                 Format::Github => report::github::render(r),
                 Format::Sarif => report::sarif::render(
@@ -104,7 +105,7 @@ fn run(args: Args) -> Result<u8, ToolError> {
                 ),
             };
             let text = match (&applied, &baseline_file, settings.format) {
-                (Some(ap), Some(f), Format::Human) => text + &ap.human_note(f),
+                (Some(ap), Some(f), Format::Human | Format::Concise) => text + &ap.human_note(f),
                 (Some(ap), Some(f), Format::Json) => ap.add_to_json(f, &text),
                 _ => text,
             };
