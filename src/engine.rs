@@ -684,19 +684,19 @@ thread_local! {
 /// Reads a file into this thread's buffer and hands its bytes to `f`.
 fn with_bytes<R>(job: &Job, f: impl FnOnce(&[u8]) -> R) -> Result<R, FileError> {
     BUFFER.with_borrow_mut(|buf| {
-        crate::read::into(&job.file.abs, crate::read::Kind::Source, buf).map_err(|e| {
-            let message = match e {
-                crate::read::ReadError::Io(e) => format!("cannot read: {e}"),
-                other => other.to_string(),
-            };
-            read_error(job, None, message)
-        })?;
-        let result = f(buf);
+        // Regular files only, up to the source limit (see `read`).
+        let result = match crate::read::into(&job.file.abs, crate::read::Kind::Source, buf) {
+            Ok(()) => Ok(f(buf)),
+            Err(crate::read::ReadError::Io(e)) => {
+                Err(read_error(job, None, format!("cannot read: {e}")))
+            }
+            Err(e) => Err(read_error(job, None, e.to_string())),
+        };
         // One huge file should not hold its memory for the rest of the run.
         if buf.capacity() > BUFFER_KEEP {
             *buf = Vec::new();
         }
-        Ok(result)
+        result
     })
 }
 

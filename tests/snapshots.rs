@@ -80,3 +80,17 @@ fn concise_is_one_line_per_finding() {
     assert_eq!(text.lines().count(), o.report.active().count() + 1);
     insta::assert_snapshot!(text);
 }
+
+/// A label says what its span is: releases, renewals and clock reads are not acquisitions.
+#[test]
+fn labels_name_what_the_span_is() {
+    for (fixture, label) in [
+        ("fixtures/flow/unchecked_release.rs", "lock released here"),
+        ("fixtures/flow/wall_clock_deadline.rs", "clock read here"),
+        ("fixtures/flow/unchecked_renewal.rs", "lease renewed here"),
+    ] {
+        let o = run(fixture);
+        let text = report::human::render(&o.report, false);
+        assert!(text.contains(label), "{fixture}: {text}");
+    }
+}
