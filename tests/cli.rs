@@ -1065,8 +1065,15 @@ fn special_files_are_refused_not_read() {
     );
     // A Cargo.toml that is a link to /dev/zero: not read (memory stays flat).
     symlink("/dev/zero", d.join("b/Cargo.toml")).expect("link");
+    // A `.rs` FIFO met in the walk: named, not read.
+    mkfifo(&d.join("b/src/pipe.rs"));
     let o = lockaudit_bounded(d, &["check", "b", "--no-cache"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("b/src/pipe.rs: is a FIFO (named pipe), not a regular file; not read"),
+        "{}",
+        stdout(&o)
+    );
     assert!(
         stdout(&o).contains("b/Cargo.toml: is a device, not a regular file"),
         "{}",
