@@ -2,7 +2,9 @@
 //! version, the configurations in force, the rule selection, and the path and content hash of
 //! every file of the crate). Results depend on the whole crate (its index, its wrappers), so a
 //! change anywhere in a crate recomputes that crate; an unchanged tree is served from here
-//! without parsing anything. Entries are plain JSON files under the cache directory.
+//! without parsing anything. Entries are JSON files under the cache directory, each behind a line
+//! holding the checksum of the JSON: an entry damaged on disk is recomputed, never served, even when
+//! what is left is still valid JSON.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -100,7 +102,7 @@ impl Key {
     pub fn new() -> Key {
         let mut h = Xxh3::new();
         h.update(env!("CARGO_PKG_VERSION").as_bytes());
-        h.update(b"\0lockaudit-cache-v1\0");
+        h.update(b"\0lockaudit-cache-v2\0");
         Key(h)
     }
 
@@ -132,6 +134,14 @@ pub fn crate_tag(root: &Path) -> String {
         "{:016x}",
         xxhash_rust::xxh3::xxh3_64(root.as_os_str().as_encoded_bytes())
     )
+}
+
+/// The JSON of an entry whose checksum line matches it.
+fn verified(bytes: &[u8]) -> Option<&[u8]> {
+    let newline = bytes.iter().position(|&b| b == b'\n')?;
+    let (line, json) = (&bytes[..newline], &bytes[newline + 1..]);
+    let sum = u64::from_str_radix(std::str::from_utf8(line).ok()?, 16).ok()?;
+    (line.len() == 16 && sum == content_hash(json)).then_some(json)
 }
 
 pub struct Cache {
@@ -177,16 +187,18 @@ impl Cache {
     }
 
     pub fn get(&self, key: &str) -> Option<Entry> {
-        let bytes = std::fs::read(self.path(key)).ok()?;
-        serde_json::from_slice(&bytes).ok()
+        let bytes = crate::read::bytes(&self.path(key), crate::read::Kind::CacheEntry).ok()?;
+        serde_json::from_slice(verified(&bytes)?).ok()
     }
 
     /// Best effort: a cache that cannot be written is a slower next run, not an error. Written
     /// to a temporary file and renamed, so that a concurrent run never reads half an entry.
     pub fn put(&self, key: &str, entry: &Entry) {
-        let Ok(bytes) = serde_json::to_vec(entry) else {
+        let Ok(json) = serde_json::to_vec(entry) else {
             return;
         };
+        let mut bytes = format!("{:016x}\n", content_hash(&json)).into_bytes();
+        bytes.extend_from_slice(&json);
         let tmp = self.dir.join(format!("{key}.{}.tmp", std::process::id()));
         if std::fs::write(&tmp, bytes).is_err() || std::fs::rename(&tmp, self.path(key)).is_err() {
             let _ = std::fs::remove_file(&tmp);
@@ -224,5 +236,35 @@ impl Cache {
         for (_, name) in &older[..older.len() - keep] {
             let _ = std::fs::remove_file(self.dir.join(name));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_damaged_entry_is_not_served_even_when_it_is_valid_json() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = Cache::open(dir.path()).expect("opens");
+        let entry = Entry {
+            files: Vec::new(),
+            errors: vec![FileError {
+                path: "a.rs".into(),
+                line: Some(3),
+                message: "cannot parse".into(),
+            }],
+        };
+        let key = format!("{}-k", crate_tag(Path::new("/x")));
+        cache.put(&key, &entry);
+        assert_eq!(cache.get(&key).expect("served").errors, entry.errors);
+        let path = cache.path(&key);
+        let text = std::fs::read_to_string(&path).expect("read");
+        // Still JSON, another message: the checksum no longer matches.
+        std::fs::write(&path, text.replace("cannot parse", "cannot parsf")).expect("write");
+        assert!(cache.get(&key).is_none());
+        // The checksum line alone does not make a JSON file an entry either.
+        std::fs::write(&path, text.lines().nth(1).expect("json")).expect("write");
+        assert!(cache.get(&key).is_none());
     }
 }

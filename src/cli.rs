@@ -74,6 +74,12 @@ pub struct InventoryArgs {
     /// Worker threads (default: the number of CPUs).
     #[arg(long, short = 'j')]
     pub threads: Option<usize>,
+    /// Do not read or write the cache (`.lockaudit_cache/` in the current directory).
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Where the cache lives.
+    #[arg(long, default_value = ".lockaudit_cache")]
+    pub cache_dir: PathBuf,
     /// Print which configuration files were used (to standard error).
     #[arg(long, short)]
     pub verbose: bool,
@@ -111,6 +117,12 @@ pub struct AnnotateArgs {
     /// Annotate the member crates of this Cargo workspace (or package) instead of PATHs.
     #[arg(long)]
     pub manifest_path: Option<PathBuf>,
+    /// Do not read or write the cache (`.lockaudit_cache/` in the current directory).
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Where the cache lives.
+    #[arg(long, default_value = ".lockaudit_cache")]
+    pub cache_dir: PathBuf,
     /// Print which configuration files were used (to standard error).
     #[arg(long, short)]
     pub verbose: bool,
@@ -180,6 +192,8 @@ pub struct CheckArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     Human,
+    /// One line per finding: `path:line:col: rule: message`.
+    Concise,
     Json,
     Sarif,
     Github,

@@ -83,6 +83,14 @@ pub fn discover(paths: &[PathBuf], cwd: &Path, threads: usize) -> Result<Discove
             // A file named on the command line is taken as it is (whatever its extension, as a
             // walk's root would be): no walker per file when a hook passes hundreds of them.
             Ok(Named::File(display)) => out.files.push(Candidate { abs, display }),
+            // Reading a FIFO would wait for a writer, a device would never end: neither is a
+            // Rust file, and "0 findings" would hide that nothing was analysed.
+            Ok(Named::Special(what)) => {
+                return Err(ToolError::Io {
+                    path: p.clone(),
+                    message: format!("is {what}, not a regular file or a directory"),
+                });
+            }
             Ok(Named::Folder) => roots.push(abs),
         }
     }
@@ -128,8 +136,10 @@ pub fn discover(paths: &[PathBuf], cwd: &Path, threads: usize) -> Result<Discove
 enum Named {
     /// A file (or a link to one), with its display path.
     File(String),
-    /// A folder, or anything else: a walk from there sorts it out.
+    /// A folder (or a link to one).
     Folder,
+    /// A FIFO, socket or device (or a link to one).
+    Special(&'static str),
     BrokenLink,
 }
 
@@ -143,13 +153,20 @@ fn classify(
     let one = |p: &PathBuf| {
         let abs = normalize(&cwd.join(p));
         let named = std::fs::symlink_metadata(&abs).map(|m| {
-            let file = m.is_file() || (m.file_type().is_symlink() && abs.is_file());
-            if file {
-                Named::File(display_path(&abs, cwd))
-            } else if m.file_type().is_symlink() && std::fs::metadata(&abs).is_err() {
-                Named::BrokenLink
+            let target = if m.file_type().is_symlink() {
+                match std::fs::metadata(&abs) {
+                    Ok(t) => t.file_type(),
+                    Err(_) => return Named::BrokenLink,
+                }
             } else {
+                m.file_type()
+            };
+            if target.is_file() {
+                Named::File(display_path(&abs, cwd))
+            } else if target.is_dir() {
                 Named::Folder
+            } else {
+                Named::Special(crate::read::describe(target).unwrap_or("not a regular file"))
             }
         });
         (abs, named)
@@ -211,10 +228,17 @@ impl Local<'_> {
                             });
                             return;
                         }
-                        Ok(m) if !m.is_file() => return,
+                        Ok(m) if m.is_dir() => return,
+                        Ok(m) if !m.is_file() => {
+                            self.special(display, m.file_type());
+                            return;
+                        }
                         Ok(_) => {}
                     }
+                } else if ft.is_dir() {
+                    return;
                 } else if !ft.is_file() {
+                    self.special(display, ft);
                     return;
                 }
                 self.found.files.push(Candidate {
@@ -236,6 +260,19 @@ impl Local<'_> {
     }
 }
 
+impl Local<'_> {
+    /// A `.rs` that is a FIFO, socket or device: never read (it could block or never end), and
+    /// said so.
+    fn special(&mut self, display: String, ft: std::fs::FileType) {
+        let what = crate::read::describe(ft).unwrap_or("not a regular file");
+        self.found.errors.push(FileError {
+            path: display,
+            line: None,
+            message: format!("is {what}, not a regular file; not read"),
+        });
+    }
+}
+
 impl Drop for Local<'_> {
     fn drop(&mut self) {
         let found = std::mem::take(&mut self.found);
@@ -246,6 +283,11 @@ impl Drop for Local<'_> {
 }
 
 fn broken_link_message(p: &Path) -> String {
+    if let Err(e) = std::fs::metadata(p)
+        && crate::read::is_loop(&e)
+    {
+        return "symbolic link loop: the link leads back to itself".into();
+    }
     match std::fs::read_link(p) {
         Ok(target) => format!(
             "broken symbolic link: its target `{}` does not exist",

@@ -60,6 +60,8 @@ struct Indexed {
 
 pub struct Outcome {
     pub report: Report,
+    /// What `--verbose` says beyond the report (files next to the sources that were not used).
+    pub notes: Vec<String>,
     pub suppressed: usize,
     pub configs: Vec<PathBuf>,
     pub stats: Stats,
@@ -110,7 +112,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
     let builtin = packs::builtin()?;
     let found = discover::discover(&settings.paths, &cwd, settings.threads)?;
     clock.lap("discover");
-    let mut configs = Configs::new(builtin, settings.config.as_deref())?;
+    let mut configs = Configs::new(builtin, settings.config.as_deref())?.verbose(settings.verbose);
     let mut roots: HashMap<PathBuf, Option<Arc<Path>>> = HashMap::new();
     let mut jobs = Vec::new();
     // Files come sorted, so a folder's files are mostly consecutive: its config and crate are
@@ -209,6 +211,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
     });
     clock.lap("read");
     let mut errors = found.errors;
+    errors.extend(configs.take_problems(&cwd));
     let mut hits: Vec<cache::Entry> = Vec::new();
     let mut hashed_only_crates = 0;
     let mut misses: Vec<(String, Vec<usize>)> = Vec::new();
@@ -469,6 +472,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
     }
     report.errors = errors;
     report.finish();
+    let notes = configs.take_notes();
     let mut configs: Vec<PathBuf> = configs
         .loaded()
         .iter()
@@ -480,6 +484,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
     stats.files = jobs.len();
     stats.parsed = indexed_jobs(&state).len();
     Ok(Outcome {
+        notes,
         stats,
         report,
         suppressed,
@@ -986,20 +991,20 @@ thread_local! {
 
 /// Reads a file into this thread's buffer and hands its bytes to `f`.
 fn with_bytes<R>(job: &Job, f: impl FnOnce(&[u8]) -> R) -> Result<R, FileError> {
-    use std::io::Read;
     BUFFER.with_borrow_mut(|buf| {
-        buf.clear();
-        // Through `take`, read_to_end skips File's size-hint stat: one syscall less per file, and
-        // the reused buffer usually has room already.
-        std::fs::File::open(&job.file.abs)
-            .and_then(|file| file.take(u64::MAX).read_to_end(buf))
-            .map_err(|e| read_error(job, None, format!("cannot read: {e}")))?;
-        let result = f(buf);
+        // Regular files only, up to the source limit (see `read`).
+        let result = match crate::read::into(&job.file.abs, crate::read::Kind::Source, buf) {
+            Ok(()) => Ok(f(buf)),
+            Err(crate::read::ReadError::Io(e)) => {
+                Err(read_error(job, None, format!("cannot read: {e}")))
+            }
+            Err(e) => Err(read_error(job, None, e.to_string())),
+        };
         // One huge file should not hold its memory for the rest of the run.
         if buf.capacity() > BUFFER_KEEP {
             *buf = Vec::new();
         }
-        Ok(result)
+        result
     })
 }
 
@@ -1222,8 +1227,9 @@ fn analyze_one(
     let config = &job.config;
     let directives = Directives::scan(src, &|r| lints::by_id(r).is_some());
     let long_call = |name: &str| config.rules.long_calls.is_match(name);
-    let (classified, events, clocks, wrappers) = match syn::parse_file(&src.text) {
+    let (classified, events, clocks, wrappers, tests) = match syn::parse_file(&src.text) {
         Ok(ast) => {
+            let tests = sites::test_code::TestCode::of(&ast, &job.crate_root, &job.file.abs);
             let mut imports = Imports::new(ix.module.clone());
             imports.add_items(&ast.items);
             let cx = FileCx {
@@ -1255,9 +1261,16 @@ fn analyze_one(
                 .into_iter()
                 .map(|s| classify(s, src, &directives, config))
                 .collect();
-            (classified, facts.events, facts.clocks, facts.wrappers)
+            (
+                classified,
+                facts.events,
+                facts.clocks,
+                facts.wrappers,
+                tests,
+            )
         }
-        Err(_) => (Vec::new(), Vec::new(), Vec::new(), Vec::new()), // parsed in phase 1; cannot fail here
+        // Parsed in phase 1; cannot fail here.
+        Err(_) => Default::default(),
     };
     proc_macro2::extra::invalidate_current_thread_spans();
 
@@ -1339,6 +1352,12 @@ fn analyze_one(
             ));
         }
     }
+    // Findings in test code are dropped after suppressions were matched, so that an `allow` for
+    // one is not reported as unused.
+    if !config.include_tests {
+        findings.retain(|f| !tests.contains(f.line));
+        suppressed = findings.iter().filter(|f| f.suppressed).count();
+    }
     let sites = classified
         .iter()
         .map(|c| SiteRecord {
@@ -1367,6 +1386,7 @@ fn analyze_one(
                 Renewal::None
             },
             wrapped: c.site.wrapped,
+            test: tests.contains(c.site.span.line),
         })
         .collect();
     FileOutput {

@@ -20,6 +20,7 @@ pub mod lints;
 pub mod model;
 pub mod packs;
 pub mod prefilter;
+pub mod read;
 pub mod region;
 pub mod report;
 pub mod settings;

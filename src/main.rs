@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser};
+use clap::{CommandFactory, FromArgMatches};
 use lockaudit::cli::{Args, Command, Format};
 use lockaudit::commands::{self, baseline::Baseline, inventory};
 use lockaudit::diag::ToolError;
@@ -14,7 +14,13 @@ const EXIT_FINDINGS: u8 = 1;
 const EXIT_ERROR: u8 = 2;
 
 pub fn main() -> ExitCode {
-    let args = Args::parse_from(cargo_subcommand_args(std::env::args_os().collect()));
+    let (argv, as_cargo) = cargo_subcommand_args(std::env::args_os().collect());
+    let mut command = Args::command();
+    if as_cargo {
+        // Usage lines and errors show the command the user typed.
+        command = command.bin_name("cargo lockaudit");
+    }
+    let args = Args::from_arg_matches(&command.get_matches_from(argv)).unwrap_or_else(|e| e.exit());
     match run(args) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
@@ -61,7 +67,7 @@ fn run(args: Args) -> Result<u8, ToolError> {
             let settings = CheckSettings::from_args(a)?;
             let mut outcome = engine::check(&settings)?;
             if settings.verbose {
-                commands::print_configs(&outcome.configs);
+                commands::print_verbose(&outcome);
 
                 let s = &outcome.stats;
                 eprintln!(
@@ -89,6 +95,7 @@ fn run(args: Args) -> Result<u8, ToolError> {
             let r = &outcome.report;
             let text = match settings.format {
                 Format::Human => report::human::render(r, settings.color),
+                Format::Concise => report::human::render_concise(r),
                 Format::Json => report::json::render(r),
                 Format::Github => report::github::render(r),
                 Format::Sarif => report::sarif::render(
@@ -98,7 +105,7 @@ fn run(args: Args) -> Result<u8, ToolError> {
                 ),
             };
             let text = match (&applied, &baseline_file, settings.format) {
-                (Some(ap), Some(f), Format::Human) => text + &ap.human_note(f),
+                (Some(ap), Some(f), Format::Human | Format::Concise) => text + &ap.human_note(f),
                 (Some(ap), Some(f), Format::Json) => ap.add_to_json(f, &text),
                 _ => text,
             };
@@ -110,16 +117,17 @@ fn run(args: Args) -> Result<u8, ToolError> {
             })
         }
         Command::Inventory(a) => {
-            let settings = commands::analysis_settings(
-                a.paths,
-                a.config.clone(),
-                a.manifest_path,
-                a.threads,
-                a.verbose,
-            )?;
+            let settings = commands::analysis_settings(commands::Analysis {
+                paths: a.paths,
+                config: a.config.clone(),
+                manifest_path: a.manifest_path,
+                threads: a.threads,
+                verbose: a.verbose,
+                cache_dir: (!a.no_cache).then_some(a.cache_dir),
+            })?;
             let outcome = engine::check(&settings)?;
             if a.verbose {
-                commands::print_configs(&outcome.configs);
+                commands::print_verbose(&outcome);
             }
             let cwd = std::env::current_dir()
                 .map_err(|e| ToolError::Usage(format!("cannot read the current directory: {e}")))?;
@@ -191,7 +199,8 @@ fn run(args: Args) -> Result<u8, ToolError> {
 }
 
 /// `cargo lockaudit …` runs `cargo-lockaudit lockaudit …`: drop the subcommand name cargo passes.
-fn cargo_subcommand_args(mut argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+/// Also says whether the program runs as `cargo-lockaudit`.
+fn cargo_subcommand_args(mut argv: Vec<std::ffi::OsString>) -> (Vec<std::ffi::OsString>, bool) {
     let invoked_as_cargo = argv
         .first()
         .and_then(|a| std::path::Path::new(a).file_stem())
@@ -199,7 +208,7 @@ fn cargo_subcommand_args(mut argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsS
     if invoked_as_cargo && argv.get(1).is_some_and(|a| a == "lockaudit") {
         argv.remove(1);
     }
-    argv
+    (argv, invoked_as_cargo)
 }
 
 /// Writes the report; a closed pipe (`lockaudit check | head`) ends quietly.

@@ -75,7 +75,14 @@ impl CheckSettings {
         let select = if a.select.is_empty() {
             None
         } else {
-            Some(rule_ids(&a.select, "--select")?)
+            let ids = rule_ids(&a.select, "--select")?;
+            // `--select ''` (an unset variable in a script) would run no rule and pass.
+            if ids.is_empty() {
+                return Err(ToolError::Usage(
+                    "--select names no rule; give rule ids (`lockaudit rules` lists them), or leave it out to run every rule".into(),
+                ));
+            }
+            Some(ids)
         };
         let ignore = rule_ids(&a.ignore, "--ignore")?;
         let threads = match a.threads {

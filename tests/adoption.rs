@@ -183,11 +183,11 @@ fn inventory_markdown_and_csv_have_a_row_per_site() {
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(
         lines[0],
-        "location,function,library,via,key,purpose,purpose source,fenced by,ttl,fencing,renewal,release,consensus,backend,findings"
+        "location,function,library,via,key,purpose,purpose source,fenced by,ttl,fencing,renewal,release,consensus,backend,findings,test"
     );
     assert_eq!(lines.len(), sites + 1, "{csv}");
     assert!(
-        lines.contains(&"fixtures/libs/rslock.rs:33,fixtures::libs::rslock::warm_cache,rslock,,cache-warmer,efficiency,function,,30s,none,none,explicit,no,redis,"),
+        lines.contains(&"fixtures/libs/rslock.rs:33,fixtures::libs::rslock::warm_cache,rslock,,cache-warmer,efficiency,function,,30s,none,none,explicit,no,redis,,no"),
         "{csv}"
     );
 }
@@ -583,7 +583,8 @@ fn config_from_cargo_metadata_with_lockaudit_toml_winning_in_the_same_folder() {
     .expect("write");
     let o = lockaudit(d, &["check", "."]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("Cargo.toml:5:"), "{}", stderr(&o));
+    // The key's own line.
+    assert!(stderr(&o).contains("Cargo.toml:6:19:"), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("[package.metadata.lockaudit]"),
         "{}",

@@ -212,7 +212,7 @@ fn a_workspace_is_one_program() {
     );
     // An integration test names its own crate by the crate's name.
     assert_eq!(
-        via("crates/jobs/tests/import.rs", 5).as_deref(),
+        via("crates/jobs/tests/import.rs", 6).as_deref(),
         Some("lock_import")
     );
     // A crate excluded from the workspace, without the dependency, sees nothing of it.

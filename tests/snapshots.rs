@@ -12,17 +12,12 @@ fn run(path: &str) -> engine::Outcome {
     let settings = CheckSettings {
         paths: vec![PathBuf::from(path)],
         format: Format::Human,
-        output: None,
-        config: None,
-        select: None,
-        ignore: Default::default(),
-        fail_on: Some(Level::Warning),
         threads: 1,
         color: false,
-        verbose: false,
-        report_suppressed: false,
+        fail_on: Some(Level::Warning),
         prefilter: true,
         cache_dir: None,
+        ..Default::default()
     };
     engine::check(&settings).expect("fixture runs")
 }
@@ -60,4 +55,42 @@ fn sarif_long_deadline() {
 fn github_ignored_failure() {
     let o = run("fixtures/rules/ignored_lock_failure.rs");
     insta::assert_snapshot!(report::github::render(&o.report));
+}
+
+/// Several findings at one site: one snippet, the others nested under it.
+#[test]
+fn human_groups_the_findings_at_a_site() {
+    let o = run("fixtures/libs/rslock.rs");
+    let text = report::human::render(&o.report, false);
+    let snippets = text.matches("╭─[").count();
+    let sites_with_findings: std::collections::BTreeSet<(usize, usize)> =
+        o.report.active().map(|f| (f.line, f.column)).collect();
+    assert_eq!(snippets, sites_with_findings.len(), "{text}");
+    assert!(
+        o.report.active().count() > snippets,
+        "the fixture has sites with several findings"
+    );
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn concise_is_one_line_per_finding() {
+    let o = run("fixtures/libs/rslock.rs");
+    let text = report::human::render_concise(&o.report);
+    assert_eq!(text.lines().count(), o.report.active().count() + 1);
+    insta::assert_snapshot!(text);
+}
+
+/// A label says what its span is: releases, renewals and clock reads are not acquisitions.
+#[test]
+fn labels_name_what_the_span_is() {
+    for (fixture, label) in [
+        ("fixtures/flow/unchecked_release.rs", "lock released here"),
+        ("fixtures/flow/wall_clock_deadline.rs", "clock read here"),
+        ("fixtures/flow/unchecked_renewal.rs", "lease renewed here"),
+    ] {
+        let o = run(fixture);
+        let text = report::human::render(&o.report, false);
+        assert!(text.contains(label), "{fixture}: {text}");
+    }
 }

@@ -43,16 +43,17 @@ pub fn run(a: AnnotateArgs) -> Result<Outcome, ToolError> {
                 .into(),
         ));
     }
-    let settings = super::analysis_settings(
-        a.paths.clone(),
-        a.config.clone(),
-        a.manifest_path.clone(),
-        None,
-        a.verbose,
-    )?;
+    let settings = super::analysis_settings(super::Analysis {
+        paths: a.paths.clone(),
+        config: a.config.clone(),
+        manifest_path: a.manifest_path.clone(),
+        threads: None,
+        verbose: a.verbose,
+        cache_dir: (!a.no_cache).then(|| a.cache_dir.clone()),
+    })?;
     let outcome = engine::check(&settings)?;
     if a.verbose {
-        super::print_configs(&outcome.configs);
+        super::print_verbose(&outcome);
     }
     let cwd = std::env::current_dir()
         .map_err(|e| ToolError::Usage(format!("cannot read the current directory: {e}")))?;
@@ -69,7 +70,7 @@ pub fn run(a: AnnotateArgs) -> Result<Outcome, ToolError> {
     let mut stderr = std::io::stderr();
     'files: for (display, sites) in by_file {
         let abs = cwd.join(display);
-        let Ok(text) = std::fs::read_to_string(&abs) else {
+        let Ok(text) = crate::read::text(&abs, crate::read::Kind::Source) else {
             eprintln!("lockaudit: {display}: cannot read; not annotated");
             result.skipped_files += 1;
             continue;
@@ -338,6 +339,7 @@ mod tests {
             backend: None,
             renewal: crate::report::Renewal::None,
             wrapped: false,
+            test: false,
         };
         let text = "fn run() {\n    let l = m.lock();\n}\n";
         let mut out = Vec::new();

@@ -70,10 +70,11 @@ impl Baseline {
     }
 
     pub fn load(path: &Path) -> Result<Baseline, ToolError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ToolError::Io {
-            path: path.to_path_buf(),
-            message: format!("cannot read baseline: {e}"),
-        })?;
+        let text =
+            crate::read::text(path, crate::read::Kind::Baseline).map_err(|e| ToolError::Io {
+                path: path.to_path_buf(),
+                message: format!("cannot read baseline: {e}"),
+            })?;
         let b: Baseline = serde_json::from_str(&text).map_err(|e| ToolError::Config {
             path: path.to_path_buf(),
             line: e.line().max(1),

@@ -141,7 +141,7 @@ pub fn render(
     }
 }
 
-const HEADER: [&str; 15] = [
+const HEADER: [&str; 16] = [
     "location",
     "function",
     "library",
@@ -157,9 +157,10 @@ const HEADER: [&str; 15] = [
     "consensus",
     "backend",
     "findings",
+    "test",
 ];
 
-fn cells(r: &Row) -> [String; 15] {
+fn cells(r: &Row) -> [String; 16] {
     let s = r.site;
     [
         format!("{}:{}", s.path, s.line),
@@ -177,6 +178,7 @@ fn cells(r: &Row) -> [String; 15] {
         if s.consensus { "yes" } else { "no" }.to_string(),
         r.backend.clone().unwrap_or_default(),
         r.findings.join(" "),
+        if s.test { "yes" } else { "no" }.to_string(),
     ]
 }
 
@@ -221,6 +223,17 @@ fn md_cell(c: &str) -> String {
     if c.is_empty() { "-".into() } else { c }
 }
 
+/// A code span for a table cell: a `|` ends the cell even inside backticks (GitHub's tables), so
+/// it is escaped; a line break would end the row, so it is shown as `\n`.
+fn md_code(c: &str) -> String {
+    let c = c
+        .replace('`', "'")
+        .replace('|', "\\|")
+        .replace('\n', "\\n")
+        .replace('\r', "\\r");
+    format!("`{c}`")
+}
+
 fn markdown(rows: &[Row], summary: &Summary, errors: &[FileError]) -> String {
     let mut s = String::from("# Lock inventory\n\n");
     if rows.is_empty() {
@@ -234,7 +247,7 @@ fn markdown(rows: &[Row], summary: &Summary, errors: &[FileError]) -> String {
                 .enumerate()
                 .map(|(i, c)| match i {
                     // Code-like cells in backticks, so that `*` and `_` stay literal.
-                    0 | 1 | 3 | 4 if !c.is_empty() => format!("`{}`", c.replace('`', "'")),
+                    0 | 1 | 3 | 4 if !c.is_empty() => md_code(c),
                     _ => md_cell(c),
                 })
                 .collect();
@@ -264,14 +277,18 @@ fn markdown(rows: &[Row], summary: &Summary, errors: &[FileError]) -> String {
             summary.unfenced_correctness.len()
         ));
         for l in &summary.unfenced_correctness {
-            s.push_str(&format!("- `{l}`\n"));
+            s.push_str(&format!("- {}\n", md_code(l)));
         }
     }
     if !errors.is_empty() {
         s.push_str("\n## Files not analysed\n\n");
         for e in errors {
             let at = e.line.map(|l| format!(":{l}")).unwrap_or_default();
-            s.push_str(&format!("- `{}{at}`: {}\n", e.path, md_cell(&e.message)));
+            s.push_str(&format!(
+                "- {}: {}\n",
+                md_code(&format!("{}{at}", e.path)),
+                md_cell(&e.message)
+            ));
         }
     }
     s

@@ -24,15 +24,29 @@ pub fn expand_manifest(a: &mut CheckArgs) -> Result<(), ToolError> {
     Ok(())
 }
 
-/// Settings for a command that runs the analysis only for its sites and findings: `check`'s
-/// defaults (built by parsing a `check` command line, so new `check` options keep their defaults).
-pub fn analysis_settings(
-    paths: Vec<PathBuf>,
-    config: Option<PathBuf>,
-    manifest_path: Option<PathBuf>,
-    threads: Option<usize>,
-    verbose: bool,
-) -> Result<CheckSettings, ToolError> {
+/// What a command that runs the analysis only for its sites and findings (`inventory`,
+/// `annotate`) shares with `check`.
+pub struct Analysis {
+    pub paths: Vec<PathBuf>,
+    pub config: Option<PathBuf>,
+    pub manifest_path: Option<PathBuf>,
+    pub threads: Option<usize>,
+    pub verbose: bool,
+    /// `None`: `--no-cache`.
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// Settings for such a command: `check`'s defaults (built by parsing a `check` command line, so
+/// new `check` options keep their defaults).
+pub fn analysis_settings(a: Analysis) -> Result<CheckSettings, ToolError> {
+    let Analysis {
+        paths,
+        config,
+        manifest_path,
+        threads,
+        verbose,
+        cache_dir,
+    } = a;
     let mut argv: Vec<OsString> = [
         "lockaudit",
         "check",
@@ -53,6 +67,10 @@ pub fn analysis_settings(
     if verbose {
         argv.push("--verbose".into());
     }
+    match cache_dir {
+        Some(d) => argv.extend(["--cache-dir".into(), d.into_os_string()]),
+        None => argv.push("--no-cache".into()),
+    }
     argv.push("--".into());
     argv.extend(paths.into_iter().map(PathBuf::into_os_string));
     let args = Args::try_parse_from(argv).map_err(|e| ToolError::Usage(e.to_string()))?;
@@ -66,7 +84,15 @@ pub fn analysis_settings(
     CheckSettings::from_args(a)
 }
 
-/// Prints the configuration files used, for `--verbose`.
+/// Prints the configuration files used, and the notes of the run, for `--verbose`.
+pub fn print_verbose(outcome: &crate::engine::Outcome) {
+    print_configs(&outcome.configs);
+    for n in &outcome.notes {
+        eprintln!("lockaudit: note: {n}");
+    }
+}
+
+/// Prints the configuration files used.
 pub fn print_configs(configs: &[PathBuf]) {
     for c in configs {
         let from_manifest = c.file_name().is_some_and(|n| n == "Cargo.toml");

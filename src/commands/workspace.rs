@@ -18,7 +18,8 @@ pub fn source_paths(manifest: &Path) -> Result<Vec<PathBuf>, ToolError> {
         path: manifest.to_path_buf(),
         message,
     };
-    let text = std::fs::read_to_string(manifest).map_err(|e| io(format!("cannot read: {e}")))?;
+    let text = crate::read::text(manifest, crate::read::Kind::Manifest)
+        .map_err(|e| io(format!("cannot read: {e}")))?;
     let doc: toml::Table = toml::from_str(&text).map_err(|e| {
         let (line, column, message) = toml_error_at(&text, &e);
         ToolError::Config {

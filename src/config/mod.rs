@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use globset::{GlobBuilder, GlobMatcher};
 use serde::Deserialize;
+use toml::Spanned;
 
-use crate::diag::{ToolError, line_col, toml_error_at};
+use crate::diag::{FileError, ToolError, line_col, toml_error_at};
 use crate::directives::DeclaredPurpose;
 use crate::lints::{self, Level};
 use crate::packs::{Pack, PackSet};
@@ -19,30 +20,52 @@ pub const FILE_NAME: &str = "lockaudit.toml";
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct RawConfig {
     #[serde(default)]
-    default_purpose: Option<String>,
+    default_purpose: Option<Spanned<String>>,
+    /// Report findings at test sites too (default: no).
+    #[serde(default)]
+    include_tests: Option<Spanned<toml::Value>>,
     /// Extra rule packs, relative to this file.
     #[serde(default)]
-    packs: Vec<String>,
+    packs: Vec<Spanned<String>>,
     #[serde(default)]
-    classify: Vec<RawClassify>,
+    classify: Vec<Spanned<RawClassify>>,
+    /// Spans kept on every key and value, so that an error points at the key's own line.
     #[serde(default)]
-    rules: BTreeMap<String, toml::Table>,
+    rules: BTreeMap<Spanned<String>, BTreeMap<Spanned<String>, Spanned<toml::Value>>>,
     /// Globs (relative to this file) of files not to analyse.
     #[serde(default)]
-    exclude: Vec<String>,
+    exclude: Vec<Spanned<String>>,
     /// The team's own lock wrappers: `[[call]]` entries plus `library`, the pack they wrap.
     #[serde(default)]
-    lock: Vec<toml::Table>,
+    lock: Vec<Spanned<toml::Table>>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct RawClassify {
-    path: Option<String>,
-    function: Option<String>,
-    key: Option<String>,
-    purpose: String,
+    path: Option<Spanned<String>>,
+    function: Option<Spanned<String>>,
+    key: Option<Spanned<String>>,
+    purpose: Spanned<String>,
     fenced_by: Option<String>,
+}
+
+/// `[package.metadata.lockaudit]` / `[workspace.metadata.lockaudit]` of a Cargo manifest, read
+/// in place so that spans are the manifest's own.
+#[derive(Debug, Deserialize)]
+struct RawManifest {
+    package: Option<RawMetadata>,
+    workspace: Option<RawMetadata>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawMetadata {
+    metadata: Option<RawLockaudit>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawLockaudit {
+    lockaudit: Option<RawConfig>,
 }
 
 /// What a site's purpose is when nothing in the code says.
@@ -98,6 +121,9 @@ pub struct Config {
     pub packs: Arc<PackSet>,
     /// A hash of the config text and the extra packs it loads, for the cache key.
     pub digest: u64,
+    /// `include-tests`: report findings at test sites (test modules and functions, `tests/`,
+    /// `benches/`) like any other.
+    pub include_tests: bool,
 }
 
 impl Config {
@@ -111,20 +137,30 @@ impl Config {
             exclude: Vec::new(),
             packs: Arc::new(PackSet::new(builtin.to_vec())?),
             digest: 0,
+            include_tests: false,
         })
     }
 
     pub fn load(path: &Path, builtin: &[Pack]) -> Result<Config, ToolError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ToolError::Io {
-            path: path.to_path_buf(),
-            message: format!("cannot read config: {e}"),
-        })?;
+        let text = read_text(path, crate::read::Kind::Config, "config")?;
         Config::parse(path, &text, builtin)
     }
 
     pub fn parse(path: &Path, text: &str, builtin: &[Pack]) -> Result<Config, ToolError> {
-        let err = |needle: &str, message: String| {
-            let (line, column) = text.find(needle).map_or((1, 1), |o| line_col(text, o));
+        let raw: RawConfig = parse_toml(path, text)?;
+        Config::from_raw(path, text, raw, builtin)
+    }
+
+    /// Validates a parsed config; `text` is what its spans index.
+    fn from_raw(
+        path: &Path,
+        text: &str,
+        raw: RawConfig,
+        builtin: &[Pack],
+    ) -> Result<Config, ToolError> {
+        // Every message points at the line of the key (or entry) it is about.
+        let at = |span: std::ops::Range<usize>, message: String| {
+            let (line, column) = line_col(text, span.start);
             ToolError::Config {
                 path: path.to_path_buf(),
                 line,
@@ -132,38 +168,50 @@ impl Config {
                 message,
             }
         };
-        let raw: RawConfig = parse_toml(path, text)?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let default_purpose = match raw.default_purpose.as_deref() {
+        let default_purpose = match raw.default_purpose.as_ref().map(|s| s.get_ref().as_str()) {
             None | Some("unclassified") => DefaultPurpose::Unclassified,
             Some("efficiency") => DefaultPurpose::Declared(DeclaredPurpose::Efficiency),
             Some("correctness") => DefaultPurpose::Declared(DeclaredPurpose::Correctness),
             Some(other) => {
-                return Err(err(
-                    "default-purpose",
+                return Err(at(
+                    raw.default_purpose.as_ref().map_or(0..0, Spanned::span),
                     format!(
                         "`default-purpose` is `{other}`; expected \"unclassified\", \"efficiency\" or \"correctness\""
                     ),
                 ));
             }
         };
+        let include_tests = match &raw.include_tests {
+            None => false,
+            Some(v) => match v.get_ref() {
+                toml::Value::Boolean(b) => *b,
+                other => {
+                    return Err(at(
+                        v.span(),
+                        format!(
+                            "`include-tests` must be true or false, found {} `{other}`",
+                            other.type_str()
+                        ),
+                    ));
+                }
+            },
+        };
         let mut classify = Vec::new();
-        for (i, c) in raw.classify.iter().enumerate() {
-            // Found only for an error: for every entry, it cost the square of their number.
-            let cerr = |message: String| ToolError::Config {
-                path: path.to_path_buf(),
-                line: nth_table_line(text, "[[classify]]", i),
-                column: 1,
-                message,
-            };
-            let purpose = match c.purpose.as_str() {
+        for (i, entry) in raw.classify.iter().enumerate() {
+            let c = entry.get_ref();
+            let cerr = |message: String| at(entry.span(), message);
+            let purpose = match c.purpose.get_ref().as_str() {
                 "efficiency" => DeclaredPurpose::Efficiency,
                 "correctness" => DeclaredPurpose::Correctness,
                 other => {
-                    return Err(cerr(format!(
-                        "[[classify]] #{}: `purpose` is `{other}`; expected \"efficiency\" or \"correctness\"",
-                        i + 1
-                    )));
+                    return Err(at(
+                        c.purpose.span(),
+                        format!(
+                            "[[classify]] #{}: `purpose` is `{other}`; expected \"efficiency\" or \"correctness\"",
+                            i + 1
+                        ),
+                    ));
                 }
             };
             if c.path.is_none() && c.function.is_none() && c.key.is_none() {
@@ -172,21 +220,25 @@ impl Config {
                     i + 1
                 )));
             }
-            let glob = |g: &Option<String>,
+            let glob = |g: &Option<Spanned<String>>,
                         key: &str,
                         sep: bool|
              -> Result<Option<GlobMatcher>, ToolError> {
                 g.as_ref()
                     .map(|g| {
-                        GlobBuilder::new(g)
+                        GlobBuilder::new(g.get_ref())
                             .literal_separator(sep)
                             .build()
-                            .map(|g| g.compile_matcher())
+                            .map(|m| m.compile_matcher())
                             .map_err(|e| {
-                                cerr(format!(
-                                    "[[classify]] #{}: bad `{key}` glob `{g}`: {e}",
-                                    i + 1
-                                ))
+                                at(
+                                    g.span(),
+                                    format!(
+                                        "[[classify]] #{}: bad `{key}` glob `{}`: {e}",
+                                        i + 1,
+                                        g.get_ref()
+                                    ),
+                                )
                             })
                     })
                     .transpose()
@@ -200,24 +252,35 @@ impl Config {
             });
         }
         let mut rules = RuleOptions::default();
-        for (id, table) in &raw.rules {
+        for (id_key, table) in &raw.rules {
+            let id = id_key.get_ref();
             let Some(rule) = lints::by_id(id) else {
                 let help = lints::suggest(id)
                     .map(|s| format!(" (did you mean `{s}`?)"))
                     .unwrap_or_default();
-                return Err(err(
-                    &format!("[rules.{id}]"),
+                return Err(at(
+                    id_key.span(),
                     format!("unknown rule `{id}` in [rules]{help}"),
                 ));
             };
             for (key, value) in table {
-                let here = format!("[rules.{id}]");
-                match (key.as_str(), value) {
+                let here = key.span();
+                let found = |v: &toml::Value| format!("{} `{v}`", v.type_str());
+                match (key.get_ref().as_str(), value.get_ref()) {
                     ("level", toml::Value::String(s)) => {
                         let level = Level::parse(s).ok_or_else(|| {
-                            err(&here, format!("[rules.{id}] level is `{s}`; expected \"error\", \"warning\", \"note\" or \"off\""))
+                            at(value.span(), format!("[rules.{id}] level is `{s}`; expected \"error\", \"warning\", \"note\" or \"off\""))
                         })?;
                         rules.levels.insert(rule.id, level);
+                    }
+                    ("level", v) => {
+                        return Err(at(
+                            here,
+                            format!(
+                                "[rules.{id}] level must be a string (\"error\", \"warning\", \"note\" or \"off\"), found {}",
+                                found(v)
+                            ),
+                        ));
                     }
                     ("long-calls", toml::Value::Array(items))
                         if rule.id == "unrenewed-long-operation" =>
@@ -225,29 +288,47 @@ impl Config {
                         let mut set = globset::GlobSetBuilder::new();
                         for item in items {
                             let toml::Value::String(g) = item else {
-                                return Err(err(
-                                    &here,
+                                return Err(at(
+                                    here.clone(),
                                     format!(
                                         "[rules.{id}] long-calls: every entry is a string glob, found `{item}`"
                                     ),
                                 ));
                             };
                             let glob = GlobBuilder::new(g).build().map_err(|e| {
-                                err(
-                                    &here,
+                                at(
+                                    here.clone(),
                                     format!("[rules.{id}] long-calls: bad glob `{g}`: {e}"),
                                 )
                             })?;
                             set.add(glob);
                         }
-                        rules.long_calls = set
-                            .build()
-                            .map_err(|e| err(&here, format!("[rules.{id}] long-calls: {e}")))?;
+                        rules.long_calls = set.build().map_err(|e| {
+                            at(here.clone(), format!("[rules.{id}] long-calls: {e}"))
+                        })?;
+                    }
+                    ("long-calls", v) if rule.id == "unrenewed-long-operation" => {
+                        return Err(at(
+                            here,
+                            format!(
+                                "[rules.{id}] long-calls must be an array of string globs, found {}",
+                                found(v)
+                            ),
+                        ));
                     }
                     ("max-ttl", toml::Value::String(s)) if rule.id == "long-deadline" => {
                         let d = humantime::parse_duration(s)
-                            .map_err(|e| err(&here, format!("[rules.long-deadline] max-ttl `{s}`: {e} (write e.g. \"60s\" or \"2m\")")))?;
+                            .map_err(|e| at(value.span(), format!("[rules.long-deadline] max-ttl `{s}`: {e} (write e.g. \"60s\" or \"2m\")")))?;
                         rules.max_ttl_ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+                    }
+                    ("max-ttl", v) if rule.id == "long-deadline" => {
+                        return Err(at(
+                            here,
+                            format!(
+                                "[rules.long-deadline] max-ttl must be a duration string such as \"60s\" or \"2m\", found {}",
+                                found(v)
+                            ),
+                        ));
                     }
                     (k, _) => {
                         let known = match rule.id {
@@ -255,11 +336,9 @@ impl Config {
                             "unrenewed-long-operation" => "`level` and `long-calls`",
                             _ => "`level`",
                         };
-                        return Err(err(
-                            &here,
-                            format!(
-                                "[rules.{id}]: unknown or mistyped key `{k}`; this rule takes {known}"
-                            ),
+                        return Err(at(
+                            here,
+                            format!("[rules.{id}]: unknown key `{k}`; this rule takes {known}"),
                         ));
                     }
                 }
@@ -268,25 +347,19 @@ impl Config {
         let mut digest_input = text.to_string();
         let mut packs = builtin.to_vec();
         for p in &raw.packs {
-            let pack_path = base.join(p);
-            let text = std::fs::read_to_string(&pack_path).map_err(|e| {
-                err(
-                    p,
+            let pack_path = base.join(p.get_ref());
+            let text = crate::read::text(&pack_path, crate::read::Kind::Pack).map_err(|e| {
+                at(
+                    p.span(),
                     format!("cannot read rule pack `{}`: {e}", pack_path.display()),
                 )
             })?;
             digest_input.push_str(&text);
             packs.push(Pack::parse(&pack_path, &text)?);
         }
-        for (i, table) in raw.lock.iter().enumerate() {
-            let at = nth_table_line(text, "[[lock]]", i);
-            let lerr = |message: String| ToolError::Config {
-                path: path.to_path_buf(),
-                line: at,
-                column: 1,
-                message,
-            };
-            let mut table = table.clone();
+        for (i, entry) in raw.lock.iter().enumerate() {
+            let lerr = |message: String| at(entry.span(), message);
+            let mut table = entry.get_ref().clone();
             let library = match table.remove("library") {
                 Some(toml::Value::String(l)) => l,
                 _ => {
@@ -327,11 +400,16 @@ impl Config {
             .exclude
             .iter()
             .map(|g| {
-                GlobBuilder::new(g)
+                GlobBuilder::new(g.get_ref())
                     .literal_separator(true)
                     .build()
-                    .map(|g| g.compile_matcher())
-                    .map_err(|e| err(g, format!("bad `exclude` glob `{g}`: {e}")))
+                    .map(|m| m.compile_matcher())
+                    .map_err(|e| {
+                        at(
+                            g.span(),
+                            format!("bad `exclude` glob `{}`: {e}", g.get_ref()),
+                        )
+                    })
             })
             .collect::<Result<_, _>>()?;
         let digest = xxhash_rust::xxh3::xxh3_64(digest_input.as_bytes());
@@ -344,48 +422,43 @@ impl Config {
             exclude,
             digest,
             packs: Arc::new(PackSet::new(packs)?),
+            include_tests,
         })
     }
 
     /// The `[package.metadata.lockaudit]` (or else `[workspace.metadata.lockaudit]`) table of a
     /// Cargo manifest, same schema as lockaudit.toml. `None`: the manifest has neither.
     pub fn from_manifest(path: &Path, builtin: &[Pack]) -> Result<Option<Config>, ToolError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ToolError::Io {
-            path: path.to_path_buf(),
-            message: format!("cannot read: {e}"),
-        })?;
+        let text = read_text(path, crate::read::Kind::Manifest, "manifest")?;
         // Most manifests say nothing about lockaudit; do not fail on ones that are not ours to check.
         if !text.contains("lockaudit") {
             return Ok(None);
         }
-        let doc: toml::Table = parse_toml(path, &text)?;
-        let section = |top: &'static str| {
-            doc.get(top)
-                .and_then(|t| t.get("metadata"))
-                .and_then(|m| m.get("lockaudit"))
-                .map(|l| (top, l.clone()))
+        let doc: RawManifest = parse_toml(path, &text)?;
+        let section = |m: Option<RawMetadata>| m.and_then(|m| m.metadata?.lockaudit);
+        let (top, raw) = match section(doc.package) {
+            Some(raw) => ("package", raw),
+            None => match section(doc.workspace) {
+                Some(raw) => ("workspace", raw),
+                None => return Ok(None),
+            },
         };
-        let Some((top, value)) = section("package").or_else(|| section("workspace")) else {
-            return Ok(None);
-        };
-        let header = format!("{top}.metadata.lockaudit");
-        let (line, column) = text.find(&header).map_or((1, 1), |o| line_col(&text, o));
-        let wrong = |message: String| ToolError::Config {
-            path: path.to_path_buf(),
-            line,
-            column,
-            message: format!("[{header}]: {message}"),
-        };
-        let toml::Value::Table(table) = value else {
-            return Err(wrong("must be a table".into()));
-        };
-        // Parsed as the text of a lockaudit.toml; errors point at the section, as the re-written
-        // text's lines are not the manifest's.
-        let body = toml::to_string(&table).map_err(|e| wrong(e.to_string()))?;
-        Config::parse(path, &body, builtin)
+        // Spans index the manifest itself: errors point at the manifest's own lines, and say
+        // which section they are in.
+        Config::from_raw(path, &text, raw, builtin)
             .map(Some)
             .map_err(|e| match e {
-                ToolError::Config { message, .. } => wrong(message),
+                ToolError::Config {
+                    path,
+                    line,
+                    column,
+                    message,
+                } => ToolError::Config {
+                    path,
+                    line,
+                    column,
+                    message: format!("[{top}.metadata.lockaudit]: {message}"),
+                },
                 other => other,
             })
     }
@@ -421,10 +494,20 @@ fn parse_toml<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result
     })
 }
 
-fn nth_table_line(text: &str, header: &str, n: usize) -> usize {
-    text.match_indices(header)
-        .nth(n)
-        .map_or(1, |(o, _)| line_col(text, o).0)
+/// A config-like file's text; why it cannot be had names the file (and the place, for UTF-8).
+fn read_text(path: &Path, kind: crate::read::Kind, what: &str) -> Result<String, ToolError> {
+    crate::read::text(path, kind).map_err(|e| match e {
+        crate::read::ReadError::NotUtf8 { line, column } => ToolError::Config {
+            path: path.to_path_buf(),
+            line,
+            column,
+            message: e.to_string(),
+        },
+        e => ToolError::Io {
+            path: path.to_path_buf(),
+            message: format!("cannot read {what}: {e}"),
+        },
+    })
 }
 
 /// Finds and caches configurations: one per folder holding a `lockaudit.toml`.
@@ -437,6 +520,8 @@ pub struct Configs {
     /// What each folder looked at holds; crate roots are found through it too, so that each
     /// folder is probed once per run.
     folders: HashMap<PathBuf, Folder>,
+    verbose: bool,
+    said: Findings,
 }
 
 /// What one folder holds that configuration and crate boundaries depend on.
@@ -455,35 +540,82 @@ enum Manifest {
     Mentions,
 }
 
+/// Something about a folder's files worth telling: `problems` are listed with the report's
+/// errors, `notes` printed with `--verbose`.
+#[derive(Default)]
+struct Findings {
+    problems: Vec<(PathBuf, String)>,
+    notes: Vec<String>,
+}
+
 impl Folder {
-    fn probe(d: &Path) -> Folder {
-        let manifest = match std::fs::read_to_string(d.join("Cargo.toml")) {
-            Ok(text) if !text.contains("lockaudit") => Manifest::Plain,
+    fn probe(d: &Path, verbose: bool, said: &mut Findings) -> Folder {
+        use crate::read::{self, Kind, ReadError};
+        let cargo = d.join("Cargo.toml");
+        let manifest = match read::text(&cargo, Kind::Manifest) {
+            Ok(text) if !text.contains("lockaudit") => {
+                // Not ours to check, and parsing every manifest costs; with --verbose, say
+                // which ones are broken, as they do not mark crates the way cargo would.
+                if verbose && let Err(e) = toml::from_str::<toml::Table>(&text) {
+                    let (line, _, message) = toml_error_at(&text, &e);
+                    said.notes.push(format!(
+                        "{}:{line}: not valid TOML ({message}); taken as a crate root, without configuration",
+                        cargo.display()
+                    ));
+                }
+                Manifest::Plain
+            }
             Ok(_) => Manifest::Mentions,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Manifest::Absent,
-            // A folder named Cargo.toml is no manifest; other errors are reported on loading.
-            Err(_) if d.join("Cargo.toml").is_dir() => Manifest::Absent,
-            Err(_) => Manifest::Mentions,
+            Err(ReadError::NotFound) => Manifest::Absent,
+            // A folder named Cargo.toml is no manifest.
+            Err(ReadError::NotRegular("a directory")) => Manifest::Absent,
+            // A FIFO, a device, a link loop, an unreadable or oversized file: never waited on
+            // or read whole, and said so.
+            Err(e) => {
+                said.problems.push((
+                    cargo,
+                    format!("{e}; not read, the folder is not taken as a crate root"),
+                ));
+                Manifest::Absent
+            }
         };
-        Folder {
-            config: d.join(FILE_NAME).is_file(),
-            manifest,
-        }
+        let file = d.join(FILE_NAME);
+        let config = match std::fs::metadata(&file) {
+            Ok(m) if m.is_file() => true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !is_link(&file) => false,
+            Ok(m) => {
+                let what = read::describe(m.file_type()).unwrap_or("not a regular file");
+                said.problems.push((
+                    file,
+                    format!("is {what}, not a regular file; not used as configuration"),
+                ));
+                false
+            }
+            Err(e) => {
+                let why = if read::is_loop(&e) {
+                    ReadError::LinkLoop
+                } else if is_link(&file) {
+                    ReadError::DanglingLink(std::fs::read_link(&file).ok())
+                } else {
+                    ReadError::Io(e)
+                };
+                said.problems
+                    .push((file, format!("{why}; not used as configuration")));
+                false
+            }
+        };
+        Folder { config, manifest }
     }
+}
+
+fn is_link(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink())
 }
 
 impl Configs {
     pub fn new(builtin: Vec<Pack>, forced: Option<&Path>) -> Result<Configs, ToolError> {
         let forced = match forced {
-            Some(p) => {
-                if !p.is_file() {
-                    return Err(ToolError::Io {
-                        path: p.to_path_buf(),
-                        message: "no such config file".into(),
-                    });
-                }
-                Some(Arc::new(Config::load(p, &builtin)?))
-            }
+            Some(p) => Some(Arc::new(Config::load(p, &builtin)?)),
             None => None,
         };
         Ok(Configs {
@@ -493,14 +625,40 @@ impl Configs {
             by_dir: HashMap::new(),
             defaults: None,
             folders: HashMap::new(),
+            verbose: false,
+            said: Findings::default(),
         })
+    }
+
+    /// With `--verbose`: also look for what is only worth a note (broken manifests).
+    pub fn verbose(mut self, on: bool) -> Configs {
+        self.verbose = on;
+        self
+    }
+
+    /// Files next to the analysed ones that could not be used (a FIFO `Cargo.toml`, a dangling
+    /// `lockaudit.toml`), as errors for the report; paths shown relative to `cwd`.
+    pub fn take_problems(&mut self, cwd: &Path) -> Vec<FileError> {
+        std::mem::take(&mut self.said.problems)
+            .into_iter()
+            .map(|(path, message)| FileError {
+                path: crate::discover::display_path(&path, cwd),
+                line: None,
+                message,
+            })
+            .collect()
+    }
+
+    /// Notes for `--verbose`.
+    pub fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.said.notes)
     }
 
     fn folder(&mut self, d: &Path) -> Folder {
         if let Some(f) = self.folders.get(d) {
             return *f;
         }
-        let f = Folder::probe(d);
+        let f = Folder::probe(d, self.verbose, &mut self.said);
         self.folders.insert(d.to_path_buf(), f);
         f
     }

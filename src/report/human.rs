@@ -1,4 +1,7 @@
-//! Terminal output: rustc-style diagnostics rendered by miette, then a summary line.
+//! Terminal output: rustc-style diagnostics rendered by miette, then a summary line. The
+//! findings at one place share one snippet: the first (most severe) is the diagnostic, the
+//! others follow it as related diagnostics, without repeating the code. `--format concise` is
+//! one line per finding.
 
 use std::fmt::{self, Write};
 use std::sync::Arc;
@@ -17,8 +20,10 @@ struct Diag {
     code: String,
     severity: Severity,
     help: String,
-    src: NamedSource<Arc<str>>,
-    label: LabeledSpan,
+    /// `None` for the findings that follow the first at the same place.
+    src: Option<NamedSource<Arc<str>>>,
+    labels: Vec<LabeledSpan>,
+    related: Vec<Diag>,
 }
 
 impl fmt::Display for Diag {
@@ -40,10 +45,19 @@ impl Diagnostic for Diag {
         Some(Box::new(&self.help))
     }
     fn source_code(&self) -> Option<&dyn SourceCode> {
-        Some(&self.src)
+        self.src.as_ref().map(|s| s as &dyn SourceCode)
     }
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
-        Some(Box::new(std::iter::once(self.label.clone())))
+        if self.labels.is_empty() {
+            return None;
+        }
+        Some(Box::new(self.labels.iter().cloned()))
+    }
+    fn related<'a>(&'a self) -> Option<Box<dyn Iterator<Item = &'a dyn Diagnostic> + 'a>> {
+        if self.related.is_empty() {
+            return None;
+        }
+        Some(Box::new(self.related.iter().map(|d| d as &dyn Diagnostic)))
     }
 }
 
@@ -63,15 +77,63 @@ fn offset(text: &str, line: usize, column: usize) -> usize {
             .map_or(line_text.len(), |(i, _)| i)
 }
 
+/// What the finding's span is: most rules point at the acquisition, some at a release, a
+/// renewal, a clock read or a directive.
 fn label_for(f: &Finding) -> &'static str {
     match f.rule {
         "invalid-annotation" | "unused-suppression" => "this directive",
+        "unchecked-release" => "lock released here",
+        "unchecked-renewal" => "lease renewed here",
+        "wall-clock-deadline" => "clock read here",
         _ => "lock acquired here",
     }
 }
 
+fn severity(l: Level) -> Severity {
+    match l {
+        Level::Error => Severity::Error,
+        Level::Warning => Severity::Warning,
+        _ => Severity::Advice,
+    }
+}
+
+/// The unsuppressed findings with a snippet to show, in groups on one line (one snippet, a label
+/// per distinct span), the most severe first within a group.
+fn groups(report: &Report) -> Vec<Vec<&Finding>> {
+    let mut out: Vec<Vec<&Finding>> = Vec::new();
+    for f in report.active() {
+        if !report.sources.contains_key(&f.path) {
+            continue;
+        }
+        let same = |g: &Finding| (&g.path, g.line) == (&f.path, f.line);
+        match out.last_mut() {
+            Some(g) if same(g[0]) => g.push(f),
+            _ => out.push(vec![f]),
+        }
+    }
+    for g in &mut out {
+        // Stable: rules stay in id order within a severity.
+        g.sort_by_key(|f| std::cmp::Reverse(f.severity));
+    }
+    out
+}
+
+/// `--format concise`: `path:line:col: rule: message`, one line per finding, then the
+/// errors and the summary, as clippy and ruff users expect.
+pub fn render_concise(report: &Report) -> String {
+    let mut out = String::new();
+    for f in report.active() {
+        let _ = writeln!(
+            out,
+            "{}:{}:{}: {}: {}",
+            f.path, f.line, f.column, f.rule, f.message
+        );
+    }
+    errors_and_summary(report, &mut out);
+    out
+}
+
 pub fn render(report: &Report, color: bool) -> String {
-    let suppressed = report.suppressed();
     let theme = if color {
         GraphicalTheme::unicode()
     } else {
@@ -79,40 +141,61 @@ pub fn render(report: &Report, color: bool) -> String {
     };
     let handler = GraphicalReportHandler::new_themed(theme)
         .with_width(110)
-        .with_links(false);
+        .with_links(false)
+        .with_show_related_as_nested(true);
     let mut out = String::new();
-    for f in report.active() {
+    for group in groups(report) {
+        let f = group[0];
         let Some(text) = report.sources.get(&f.path) else {
             continue;
         };
-        let start = offset(text, f.line, f.column);
-        let end = offset(text, f.end_line, f.end_column).max(start);
+        let mut labels: Vec<LabeledSpan> = Vec::new();
+        for g in &group {
+            let start = offset(text, g.line, g.column);
+            let end = offset(text, g.end_line, g.end_column).max(start);
+            let label = LabeledSpan::new_with_span(Some(label_for(g).to_string()), start..end);
+            if !labels.contains(&label) {
+                labels.push(label);
+            }
+        }
+        labels.sort_by_key(|l| l.offset());
+        let plain = |g: &Finding| Diag {
+            message: g.message.clone(),
+            code: format!("lockaudit::{}", g.rule),
+            severity: severity(g.severity),
+            help: g.help.clone(),
+            src: None,
+            labels: Vec::new(),
+            related: Vec::new(),
+        };
         let diag = Diag {
-            message: f.message.clone(),
-            code: format!("lockaudit::{}", f.rule),
-            severity: match f.severity {
-                Level::Error => Severity::Error,
-                Level::Warning => Severity::Warning,
-                _ => Severity::Advice,
-            },
-            help: f.help.clone(),
-            src: NamedSource::new(f.path.clone(), text.clone()),
-            label: LabeledSpan::new_with_span(Some(label_for(f).to_string()), start..end),
+            src: Some(NamedSource::new(f.path.clone(), text.clone())),
+            labels,
+            related: group[1..].iter().map(|g| plain(g)).collect(),
+            ..plain(f)
         };
         if handler.render_report(&mut out, &diag).is_err() {
-            let _ = writeln!(
-                out,
-                "{}:{}:{}: {}: {} [{}]",
-                f.path,
-                f.line,
-                f.column,
-                f.severity.as_str(),
-                f.message,
-                f.rule
-            );
+            for g in &group {
+                let _ = writeln!(
+                    out,
+                    "{}:{}:{}: {}: {} [{}]",
+                    g.path,
+                    g.line,
+                    g.column,
+                    g.severity.as_str(),
+                    g.message,
+                    g.rule
+                );
+            }
         }
         out.push('\n');
     }
+    errors_and_summary(report, &mut out);
+    out
+}
+
+fn errors_and_summary(report: &Report, out: &mut String) {
+    let suppressed = report.suppressed();
     for e in &report.errors {
         match e.line {
             Some(l) => {
@@ -148,7 +231,10 @@ pub fn render(report: &Report, color: bool) -> String {
             "s"
         },
     );
-    let sites = &report.sites;
+    // The sites findings are about; those inside wrappers (judged where the wrapper is called)
+    // and in test code are counted apart, so that the numbers match what is shown.
+    let (wrapped, rest): (Vec<_>, Vec<_>) = report.sites.iter().partition(|s| s.wrapped);
+    let (tests, sites): (Vec<_>, Vec<_>) = rest.into_iter().partition(|s| s.test);
     let by = |p: crate::classify::Purpose| sites.iter().filter(|s| s.purpose == p).count();
     let _ = write!(
         summary,
@@ -158,6 +244,16 @@ pub fn render(report: &Report, color: bool) -> String {
         by(crate::classify::Purpose::Efficiency),
         by(crate::classify::Purpose::Unclassified)
     );
+    if !wrapped.is_empty() {
+        let _ = write!(
+            summary,
+            "; {} inside wrappers, judged at the wrappers' call sites",
+            wrapped.len()
+        );
+    }
+    if !tests.is_empty() {
+        let _ = write!(summary, "; {} in test code", tests.len());
+    }
     if suppressed > 0 {
         let _ = write!(summary, "; {suppressed} suppressed");
     }
@@ -170,7 +266,6 @@ pub fn render(report: &Report, color: bool) -> String {
     }
     out.push_str(&summary);
     out.push('\n');
-    out
 }
 
 fn plural(n: usize, word: &str) -> String {

@@ -52,6 +52,10 @@ pub struct SiteRecord {
     /// The primitive inside a wrapper (judged at the wrapper's call sites).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub wrapped: bool,
+    /// In test code (see `sites::test_code`): its findings are reported only with
+    /// `include-tests = true`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub test: bool,
 }
 
 /// How a lock is kept alive while held.

@@ -7,6 +7,7 @@ mod matchers;
 mod pipeline;
 mod span;
 mod summary;
+pub mod test_code;
 mod ttl;
 mod walk;
 
