@@ -153,6 +153,25 @@ pub fn ty_with(
     self_ty: Option<&Ty>,
     known: &dyn Fn(&str) -> bool,
 ) -> Option<Ty> {
+    ty_depth(t, imports, self_ty, known, 0)
+}
+
+/// [`ty_with`], at a depth of generic arguments: past [`MAX_TYPE_DEPTH`] arguments are dropped,
+/// so that every later walk of a [`Ty`] (normalising, cloning, dropping) is shallow too.
+fn ty_depth(
+    t: &syn::Type,
+    imports: &Imports,
+    self_ty: Option<&Ty>,
+    known: &dyn Fn(&str) -> bool,
+    depth: usize,
+) -> Option<Ty> {
+    if depth > MAX_TYPE_DEPTH {
+        return None;
+    }
+    let ty_with =
+        |t: &syn::Type, imports: &Imports, self_ty: Option<&Ty>, known: &dyn Fn(&str) -> bool| {
+            ty_depth(t, imports, self_ty, known, depth + 1)
+        };
     match t {
         syn::Type::Path(p) => {
             if p.qself.is_some() {
