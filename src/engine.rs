@@ -843,6 +843,74 @@ impl CrateFiles<'_> {
     }
 }
 
+/// Files larger than this are parsed in pieces of about this size: a syntax tree takes about
+/// 120 times its text, so a whole 50 MB file took 6 GB; a piece at a time, memory follows the
+/// largest piece. (`LOCKAUDIT_PIECE_BYTES` sets it, for the tests that hold the two ways equal.)
+const PIECE_BYTES: usize = 256 << 10;
+
+fn piece_bytes() -> usize {
+    static BYTES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BYTES.get_or_init(|| {
+        std::env::var("LOCKAUDIT_PIECE_BYTES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(PIECE_BYTES)
+    })
+}
+
+/// Parses a file and hands `f` its syntax with the file's imports: whole, or piece by piece
+/// (each piece's tree dropped before the next is parsed; the imports come from every piece
+/// first). Should a piece not parse on its own, the whole file is parsed instead, which also
+/// gives a syntax error its place in the file.
+fn parsed<T>(
+    text: &str,
+    module: &str,
+    mut f: impl FnMut(&syn::File, &Imports, Option<&HashSet<String>>) -> T,
+) -> syn::Result<Vec<T>> {
+    let pieces = crate::lex::pieces(text, piece_bytes());
+    if pieces.len() > 1 {
+        // First what every piece needs of the others: the imports and the items' names.
+        let mut imports = Imports::new(module.to_string());
+        let mut names = HashSet::new();
+        let mut ok = true;
+        for (r, _) in &pieces {
+            let base = crate::source::LineBase::set(text[..r.start].matches('\n').count());
+            match syn::parse_file(&text[r.clone()]) {
+                Ok(ast) => {
+                    imports.add_items(&ast.items);
+                    names.extend(FileIndex::item_names(&ast.items));
+                }
+                Err(_) => ok = false,
+            }
+            drop(base);
+            proc_macro2::extra::invalidate_current_thread_spans();
+            if !ok {
+                break;
+            }
+        }
+        let mut out = Vec::with_capacity(pieces.len());
+        for (r, _) in &pieces {
+            if !ok {
+                break;
+            }
+            let base = crate::source::LineBase::set(text[..r.start].matches('\n').count());
+            match syn::parse_file(&text[r.clone()]) {
+                Ok(ast) => out.push(f(&ast, &imports, Some(&names))),
+                Err(_) => ok = false,
+            }
+            drop(base);
+            proc_macro2::extra::invalidate_current_thread_spans();
+        }
+        if ok {
+            return Ok(out);
+        }
+    }
+    let ast = syn::parse_file(text)?;
+    let mut imports = Imports::new(module.to_string());
+    imports.add_items(&ast.items);
+    Ok(vec![f(&ast, &imports, None)])
+}
+
 /// The largest read buffer a worker keeps between files.
 const BUFFER_KEEP: usize = 8 << 20;
 
@@ -862,12 +930,8 @@ fn index_one(
             format!("{why}; the limit is passed at line {line}, column {column}"),
         ));
     }
-    let result = match syn::parse_file(&text) {
-        Ok(ast) => {
-            let mut imports = Imports::new(module.clone());
-            imports.add_items(&ast.items);
-            Ok(FileIndex::build(&ast, &imports))
-        }
+    let result = match parsed(&text, &module, FileIndex::build_piece) {
+        Ok(parts) => Ok(FileIndex::merge(parts)),
         Err(e) => {
             let at = e.span().start();
             Err(read_error(
@@ -925,18 +989,19 @@ fn analyze_one(
     let config = &job.config;
     let directives = Directives::scan(src, &|r| lints::by_id(r).is_some());
     let long_call = |name: &str| config.rules.long_calls.is_match(name);
-    let (classified, events, clocks, wrappers) = match syn::parse_file(&src.text) {
-        Ok(ast) => {
-            let mut imports = Imports::new(ix.module.clone());
-            imports.add_items(&ast.items);
-            let cx = FileCx {
-                source: src,
-                imports: &imports,
-                index,
-                packs,
-                long_call: &long_call,
-            };
-            let facts = sites::analyze_file(&ast, &cx);
+    let analysed = parsed(&src.text, &ix.module, |ast, imports, _| {
+        let cx = FileCx {
+            source: src,
+            imports,
+            index,
+            packs,
+            long_call: &long_call,
+        };
+        sites::analyze_file(ast, &cx)
+    });
+    let (classified, events, clocks, wrappers) = match analysed {
+        Ok(parts) => {
+            let facts = sites::FileFacts::merge(parts);
             if facts.too_deep {
                 proc_macro2::extra::invalidate_current_thread_spans();
                 return FileOutput {

@@ -30,18 +30,26 @@ pub struct FileIndex {
 
 impl FileIndex {
     pub fn build(file: &syn::File, imports: &Imports) -> FileIndex {
+        FileIndex::build_piece(file, imports, None)
+    }
+
+    /// The index of one piece of a file, given the names of the whole file's items (which
+    /// resolve as local items in every piece).
+    pub fn build_piece(
+        file: &syn::File,
+        imports: &Imports,
+        file_items: Option<&std::collections::HashSet<String>>,
+    ) -> FileIndex {
         let mut out = FileIndex::default();
         out.modules.push(imports.module.clone());
-        out.items(&file.items, imports);
+        out.items(&file.items, imports, file_items);
         out
     }
 
-    fn items(&mut self, items: &[syn::Item], imports: &Imports) {
-        let module = imports.module.clone();
-        self.reexports.extend(imports.exports());
-        self.glob_reexports.extend(imports.glob_exports());
-        // Items of this module resolve to their full path even where nothing imports them.
-        let local: std::collections::HashSet<String> = items
+    /// The names of the items a module's list declares (structs, enums, aliases, functions,
+    /// constants, statics, traits, unions).
+    pub fn item_names(items: &[syn::Item]) -> impl Iterator<Item = String> + '_ {
+        items
             .iter()
             .filter_map(|i| match i {
                 syn::Item::Struct(x) => Some(&x.ident),
@@ -54,6 +62,44 @@ impl FileIndex {
                 syn::Item::Union(x) => Some(&x.ident),
                 _ => None,
             })
+            .map(|id| id.to_string())
+    }
+
+    /// The index of a file parsed in pieces: what each piece declares; what the file's imports
+    /// make (its modules and re-exports, found again in every piece) once.
+    pub fn merge(parts: Vec<FileIndex>) -> FileIndex {
+        let mut out = FileIndex::default();
+        for p in parts {
+            out.structs.extend(p.structs);
+            out.aliases.extend(p.aliases);
+            out.fns.extend(p.fns);
+            out.consts.extend(p.consts);
+            out.modules.extend(p.modules);
+            out.reexports.extend(p.reexports);
+            out.glob_reexports.extend(p.glob_reexports);
+        }
+        fn dedup<T: Clone + Eq + std::hash::Hash>(v: &mut Vec<T>) {
+            let mut seen = std::collections::HashSet::new();
+            v.retain(|x| seen.insert(x.clone()));
+        }
+        dedup(&mut out.modules);
+        dedup(&mut out.reexports);
+        dedup(&mut out.glob_reexports);
+        out
+    }
+
+    fn items(
+        &mut self,
+        items: &[syn::Item],
+        imports: &Imports,
+        file_items: Option<&std::collections::HashSet<String>>,
+    ) {
+        let module = imports.module.clone();
+        self.reexports.extend(imports.exports());
+        self.glob_reexports.extend(imports.glob_exports());
+        // Items of this module resolve to their full path even where nothing imports them.
+        let local: std::collections::HashSet<String> = FileIndex::item_names(items)
+            .chain(file_items.into_iter().flatten().cloned())
             .map(|id| format!("{module}::{id}"))
             .collect();
         let known = |p: &str| local.contains(p);
@@ -132,7 +178,7 @@ impl FileIndex {
                         let mut child = imports.child_module(&m.ident.to_string());
                         child.add_items(content);
                         self.modules.push(child.module.clone());
-                        self.items(content, &child);
+                        self.items(content, &child, None);
                     }
                 }
                 _ => {}
