@@ -57,6 +57,8 @@ struct Indexed {
     module: String,
     /// The constants the file may read, for the prefilter's closure (empty without a prefilter).
     constants: HashSet<String>,
+    /// For a file parsed in pieces: what the pieces need of each other.
+    pieces: Option<PieceCx>,
 }
 
 pub struct Outcome {
@@ -862,53 +864,67 @@ fn piece_bytes() -> usize {
 /// (each piece's tree dropped before the next is parsed; the imports come from every piece
 /// first). Should a piece not parse on its own, the whole file is parsed instead, which also
 /// gives a syntax error its place in the file.
+/// What each piece of a file needs of the others: the file's imports and its items' names.
+type PieceCx = (Imports, HashSet<String>);
+
 fn parsed<T>(
     text: &str,
     module: &str,
+    known: Option<&PieceCx>,
     mut f: impl FnMut(&syn::File, &Imports, Option<&HashSet<String>>) -> T,
-) -> syn::Result<Vec<T>> {
+) -> syn::Result<(Vec<T>, Option<PieceCx>)> {
     let pieces = crate::lex::pieces(text, piece_bytes());
     if pieces.len() > 1 {
-        // First what every piece needs of the others: the imports and the items' names.
-        let mut imports = Imports::new(module.to_string());
-        let mut names = HashSet::new();
-        let mut ok = true;
+        // The lines before each piece, counted once.
+        let mut bases = Vec::with_capacity(pieces.len());
+        let (mut line, mut at) = (0, 0);
         for (r, _) in &pieces {
-            let base = crate::source::LineBase::set(text[..r.start].matches('\n').count());
-            match syn::parse_file(&text[r.clone()]) {
-                Ok(ast) => {
-                    imports.add_items(&ast.items);
-                    names.extend(FileIndex::item_names(&ast.items));
+            line += memchr::memchr_iter(b'\n', &text.as_bytes()[at..r.start]).count();
+            at = r.start;
+            bases.push(line);
+        }
+        let parse = |k: usize| {
+            let _base = crate::source::LineBase::set(bases[k]);
+            syn::parse_file(&text[pieces[k].0.clone()]).ok()
+        };
+        // First what every piece needs of the others, unless an earlier pass found it.
+        let mut cx = known.cloned();
+        if cx.is_none() {
+            let mut imports = Imports::new(module.to_string());
+            let mut names = HashSet::new();
+            for k in 0..pieces.len() {
+                let Some(ast) = parse(k) else { break };
+                imports.add_items(&ast.items);
+                names.extend(FileIndex::item_names(&ast.items));
+                drop(ast);
+                proc_macro2::extra::invalidate_current_thread_spans();
+                if k + 1 == pieces.len() {
+                    cx = Some((imports, names));
+                    break;
                 }
-                Err(_) => ok = false,
-            }
-            drop(base);
-            proc_macro2::extra::invalidate_current_thread_spans();
-            if !ok {
-                break;
             }
         }
-        let mut out = Vec::with_capacity(pieces.len());
-        for (r, _) in &pieces {
-            if !ok {
-                break;
+        if let Some((imports, names)) = &cx {
+            let mut out = Vec::with_capacity(pieces.len());
+            for k in 0..pieces.len() {
+                let _base = crate::source::LineBase::set(bases[k]);
+                let Ok(ast) = syn::parse_file(&text[pieces[k].0.clone()]) else {
+                    break;
+                };
+                out.push(f(&ast, imports, Some(names)));
+                drop(ast);
+                proc_macro2::extra::invalidate_current_thread_spans();
             }
-            let base = crate::source::LineBase::set(text[..r.start].matches('\n').count());
-            match syn::parse_file(&text[r.clone()]) {
-                Ok(ast) => out.push(f(&ast, &imports, Some(&names))),
-                Err(_) => ok = false,
+            if out.len() == pieces.len() {
+                return Ok((out, cx));
             }
-            drop(base);
-            proc_macro2::extra::invalidate_current_thread_spans();
         }
-        if ok {
-            return Ok(out);
-        }
+        proc_macro2::extra::invalidate_current_thread_spans();
     }
     let ast = syn::parse_file(text)?;
     let mut imports = Imports::new(module.to_string());
     imports.add_items(&ast.items);
-    Ok(vec![f(&ast, &imports, None)])
+    Ok((vec![f(&ast, &imports, None)], None))
 }
 
 /// The largest read buffer a worker keeps between files.
@@ -930,8 +946,12 @@ fn index_one(
             format!("{why}; the limit is passed at line {line}, column {column}"),
         ));
     }
-    let result = match parsed(&text, &module, FileIndex::build_piece) {
-        Ok(parts) => Ok(FileIndex::merge(parts)),
+    let mut pieces = None;
+    let result = match parsed(&text, &module, None, FileIndex::build_piece) {
+        Ok((parts, cx)) => {
+            pieces = cx;
+            Ok(FileIndex::merge(parts))
+        }
         Err(e) => {
             let at = e.span().start();
             Err(read_error(
@@ -961,6 +981,7 @@ fn index_one(
             source,
             module,
             constants,
+            pieces,
         },
         fi,
     ))
@@ -989,18 +1010,23 @@ fn analyze_one(
     let config = &job.config;
     let directives = Directives::scan(src, &|r| lints::by_id(r).is_some());
     let long_call = |name: &str| config.rules.long_calls.is_match(name);
-    let analysed = parsed(&src.text, &ix.module, |ast, imports, _| {
-        let cx = FileCx {
-            source: src,
-            imports,
-            index,
-            packs,
-            long_call: &long_call,
-        };
-        sites::analyze_file(ast, &cx)
-    });
+    let analysed = parsed(
+        &src.text,
+        &ix.module,
+        ix.pieces.as_ref(),
+        |ast, imports, _| {
+            let cx = FileCx {
+                source: src,
+                imports,
+                index,
+                packs,
+                long_call: &long_call,
+            };
+            sites::analyze_file(ast, &cx)
+        },
+    );
     let (classified, events, clocks, wrappers) = match analysed {
-        Ok(parts) => {
+        Ok((parts, _)) => {
             let facts = sites::FileFacts::merge(parts);
             if facts.too_deep {
                 proc_macro2::extra::invalidate_current_thread_spans();
