@@ -56,6 +56,8 @@ struct Indexed {
     module: String,
     /// The constants the file may read, for the prefilter's closure (empty without a prefilter).
     constants: HashSet<String>,
+    /// For a file parsed in pieces: what the pieces need of each other.
+    pieces: Option<PieceCx>,
 }
 
 pub struct Outcome {
@@ -1151,6 +1153,88 @@ impl CrateFiles<'_> {
     }
 }
 
+/// Files larger than this are parsed in pieces of about this size: a syntax tree takes about
+/// 120 times its text, so a whole 50 MB file took 6 GB; a piece at a time, memory follows the
+/// largest piece. (`LOCKAUDIT_PIECE_BYTES` sets it, for the tests that hold the two ways equal.)
+const PIECE_BYTES: usize = 256 << 10;
+
+fn piece_bytes() -> usize {
+    static BYTES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BYTES.get_or_init(|| {
+        std::env::var("LOCKAUDIT_PIECE_BYTES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(PIECE_BYTES)
+    })
+}
+
+/// Parses a file and hands `f` its syntax with the file's imports: whole, or piece by piece
+/// (each piece's tree dropped before the next is parsed; the imports come from every piece
+/// first). Should a piece not parse on its own, the whole file is parsed instead, which also
+/// gives a syntax error its place in the file.
+/// What each piece of a file needs of the others: the file's imports and its items' names.
+type PieceCx = (Imports, HashSet<String>);
+
+fn parsed<T>(
+    text: &str,
+    module: &str,
+    known: Option<&PieceCx>,
+    mut f: impl FnMut(&syn::File, &Imports, Option<&HashSet<String>>) -> T,
+) -> syn::Result<(Vec<T>, Option<PieceCx>)> {
+    let pieces = crate::lex::pieces(text, piece_bytes());
+    if pieces.len() > 1 {
+        // The lines before each piece, counted once.
+        let mut bases = Vec::with_capacity(pieces.len());
+        let (mut line, mut at) = (0, 0);
+        for (r, _) in &pieces {
+            line += memchr::memchr_iter(b'\n', &text.as_bytes()[at..r.start]).count();
+            at = r.start;
+            bases.push(line);
+        }
+        let parse = |k: usize| {
+            let _base = crate::source::LineBase::set(bases[k]);
+            syn::parse_file(&text[pieces[k].0.clone()]).ok()
+        };
+        // First what every piece needs of the others, unless an earlier pass found it.
+        let mut cx = known.cloned();
+        if cx.is_none() {
+            let mut imports = Imports::new(module.to_string());
+            let mut names = HashSet::new();
+            for k in 0..pieces.len() {
+                let Some(ast) = parse(k) else { break };
+                imports.add_items(&ast.items);
+                names.extend(FileIndex::item_names(&ast.items));
+                drop(ast);
+                proc_macro2::extra::invalidate_current_thread_spans();
+                if k + 1 == pieces.len() {
+                    cx = Some((imports, names));
+                    break;
+                }
+            }
+        }
+        if let Some((imports, names)) = &cx {
+            let mut out = Vec::with_capacity(pieces.len());
+            for k in 0..pieces.len() {
+                let _base = crate::source::LineBase::set(bases[k]);
+                let Ok(ast) = syn::parse_file(&text[pieces[k].0.clone()]) else {
+                    break;
+                };
+                out.push(f(&ast, imports, Some(names)));
+                drop(ast);
+                proc_macro2::extra::invalidate_current_thread_spans();
+            }
+            if out.len() == pieces.len() {
+                return Ok((out, cx));
+            }
+        }
+        proc_macro2::extra::invalidate_current_thread_spans();
+    }
+    let ast = syn::parse_file(text)?;
+    let mut imports = Imports::new(module.to_string());
+    imports.add_items(&ast.items);
+    Ok((vec![f(&ast, &imports, None)], None))
+}
+
 /// The largest read buffer a worker keeps between files.
 const BUFFER_KEEP: usize = 8 << 20;
 
@@ -1165,11 +1249,11 @@ fn index_one(job: &Job, text: String, prefilter: bool) -> Result<(Indexed, FileI
             format!("{why}; the limit is passed at line {line}, column {column}"),
         ));
     }
-    let result = match syn::parse_file(&text) {
-        Ok(ast) => {
-            let mut imports = Imports::new(module.clone());
-            imports.add_items(&ast.items);
-            Ok(FileIndex::build(&ast, &imports))
+    let mut pieces = None;
+    let result = match parsed(&text, &module, None, FileIndex::build_piece) {
+        Ok((parts, cx)) => {
+            pieces = cx;
+            Ok(FileIndex::merge(parts))
         }
         Err(e) => {
             let at = e.span().start();
@@ -1199,6 +1283,7 @@ fn index_one(job: &Job, text: String, prefilter: bool) -> Result<(Indexed, FileI
             source,
             module,
             constants,
+            pieces,
         },
         fi,
     ))
@@ -1227,19 +1312,27 @@ fn analyze_one(
     let config = &job.config;
     let directives = Directives::scan(src, &|r| lints::by_id(r).is_some());
     let long_call = |name: &str| config.rules.long_calls.is_match(name);
-    let (classified, events, clocks, wrappers, tests) = match syn::parse_file(&src.text) {
-        Ok(ast) => {
-            let tests = sites::test_code::TestCode::of(&ast, &job.crate_root, &job.file.abs);
-            let mut imports = Imports::new(ix.module.clone());
-            imports.add_items(&ast.items);
+    let analysed = parsed(
+        &src.text,
+        &ix.module,
+        ix.pieces.as_ref(),
+        |ast, imports, _| {
+            let tests = sites::test_code::TestCode::of(ast, &job.crate_root, &job.file.abs);
             let cx = FileCx {
                 source: src,
-                imports: &imports,
+                imports,
                 index,
                 packs,
                 long_call: &long_call,
             };
-            let facts = sites::analyze_file(&ast, &cx);
+            (sites::analyze_file(ast, &cx), tests)
+        },
+    );
+    let (classified, events, clocks, wrappers, tests) = match analysed {
+        Ok((parts, _)) => {
+            let (parts, tests): (Vec<_>, Vec<_>) = parts.into_iter().unzip();
+            let tests = sites::test_code::TestCode::merge(tests);
+            let facts = sites::FileFacts::merge(parts);
             if facts.too_deep {
                 proc_macro2::extra::invalidate_current_thread_spans();
                 return FileOutput {

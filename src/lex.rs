@@ -365,6 +365,87 @@ fn nesting_until(text: &str, limit: usize) -> Nesting {
     best
 }
 
+/// A file cut into pieces of whole top-level items, each at least `target` bytes (the last may
+/// be smaller), cut only at the start of a line, so that each piece parses on its own with its
+/// lines counted from the piece's first line. The flag says whether a piece may hold `use`,
+/// `extern crate` or `mod` items (which resolution needs from every piece). A file that cannot
+/// be cut, or is smaller than `target`, is one piece.
+pub fn pieces(text: &str, target: usize) -> Vec<(Range<usize>, bool)> {
+    let b = text.as_bytes();
+    let regions = regions(text);
+    let mut next_region = regions.iter().peekable();
+    let mut out: Vec<(Range<usize>, bool)> = Vec::new();
+    let mut piece_start = 0;
+    let mut imports = false;
+    let mut depth = 0usize;
+    // Just past the last token of a complete top-level item, if the last token ended one.
+    let mut ended: Option<usize> = None;
+    // A `}` back at depth 0: the item ends there unless what follows continues it.
+    let mut brace_end: Option<usize> = None;
+    let mut i = 0;
+    while i < b.len() {
+        if let Some(r) = next_region.peek()
+            && r.range.start <= i
+        {
+            let r = next_region.next().expect("peeked");
+            i = r.range.end.max(i + 1);
+            if r.kind == Kind::Literal {
+                brace_end = None;
+                ended = None;
+            }
+            continue;
+        }
+        let c = b[i];
+        if c.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let word = c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80;
+        if word {
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80) {
+                i += 1;
+            }
+        } else {
+            i += 1;
+        }
+        if depth == 0 {
+            if let Some(end) = brace_end.take()
+                && (word && !matches!(&b[start..i], b"else" | b"as") || c == b'#')
+            {
+                ended = Some(end);
+            }
+            // A new item begins: cut at the first line start after the last one's end.
+            if let Some(end) = ended.take()
+                && (word || c == b'#')
+                && start - piece_start >= target
+                && let Some(nl) = memchr::memchr(b'\n', &b[end..start])
+            {
+                let cut = end + nl + 1;
+                out.push((piece_start..cut, imports));
+                piece_start = cut;
+                imports = false;
+            }
+            if word && matches!(&b[start..i], b"use" | b"extern" | b"mod") {
+                imports = true;
+            }
+        }
+        match c {
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 && c == b'}' {
+                    brace_end = Some(i);
+                }
+            }
+            b';' if depth == 0 => ended = Some(i),
+            _ => {}
+        }
+    }
+    out.push((piece_start..b.len(), imports));
+    out
+}
+
 /// One bracket level of [`nesting`].
 struct Level {
     /// Depth of the bracket that opened this level.

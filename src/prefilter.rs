@@ -160,14 +160,23 @@ pub fn pack_triggers(packs: &PackSet) -> Vec<(String, Where)> {
     // globs) or through items of its own crate, which the closure adds. Last segments alone
     // (`Client`, `Lock`) would match nearly every file. Crate-local paths (`[[lock]]` wrappers)
     // are known by their last segment.
+    // A crate is named as a path (`http::Request`, `use http::…`), imported whole (`use http;`,
+    // `use http as h;`) or declared (`extern crate http;`): never as a bare word, which for
+    // crates named `http` or `redis` is also a common field or variable name.
     for p in paths {
         let first = first_segment(p);
-        let word = if first == "crate" {
-            p.rsplit("::").next().unwrap_or(p)
-        } else {
-            first
-        };
-        out.push((word.to_string(), Where::Code));
+        if first == "crate" {
+            out.push((p.rsplit("::").next().unwrap_or(p).to_string(), Where::Code));
+            continue;
+        }
+        out.extend(
+            [
+                format!("{first}::"),
+                format!("use {first}"),
+                format!("extern crate {first}"),
+            ]
+            .map(|w| (w, Where::Code)),
+        );
     }
     // The crate's own items are never triggers by themselves (`crate`, `self`).
     out.retain(|(w, _)| !matches!(w.as_str(), "crate" | "self" | "super"));

@@ -75,13 +75,15 @@ pub struct Span {
 }
 
 impl Span {
-    /// From a proc-macro2 span (lines 1-based, columns 0-based characters).
+    /// From a proc-macro2 span (lines 1-based, columns 0-based characters). Lines count from
+    /// the start of the file, also in a piece of it parsed on its own (see [`LineBase`]).
     pub fn from_pm2(span: proc_macro2::Span) -> Span {
         let (s, e) = (span.start(), span.end());
+        let base = LINE_BASE.get();
         Span {
-            line: s.line,
+            line: s.line + base,
             column: s.column + 1,
-            end_line: e.line,
+            end_line: e.line + base,
             end_column: e.column + 1,
         }
     }
@@ -105,5 +107,25 @@ impl Span {
             end_line: b.end_line,
             end_column: b.end_column,
         }
+    }
+}
+
+thread_local! {
+    static LINE_BASE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// While alive, spans on this thread are of a piece of a file that starts after `lines` lines:
+/// a large file is parsed piece by piece (its syntax tree takes about 120 times its text).
+pub struct LineBase(usize);
+
+impl LineBase {
+    pub fn set(lines: usize) -> LineBase {
+        LineBase(LINE_BASE.replace(lines))
+    }
+}
+
+impl Drop for LineBase {
+    fn drop(&mut self) {
+        LINE_BASE.set(self.0);
     }
 }

@@ -161,6 +161,10 @@ fn statement_lines<'s>(
     text: &str,
     sites: &[&'s SiteRecord],
 ) -> Option<Vec<(Option<usize>, &'s SiteRecord)>> {
+    // A file nesting too deeply to parse safely was not analysed; it has no sites to annotate.
+    if crate::lex::too_deep(text).is_some() {
+        return None;
+    }
     let file = syn::parse_file(text).ok()?;
     let out = sites
         .iter()
@@ -223,6 +227,9 @@ pub fn insert_comments(text: &str, inserts: &BTreeMap<usize, &str>) -> String {
 
 /// Do both texts parse to the same tokens (comments are not tokens; doc comments are)?
 pub fn same_tokens(old: &str, new: &str) -> bool {
+    if crate::lex::too_deep(old).is_some() || crate::lex::too_deep(new).is_some() {
+        return false;
+    }
     match (syn::parse_file(old), syn::parse_file(new)) {
         (Ok(a), Ok(b)) => a.to_token_stream().to_string() == b.to_token_stream().to_string(),
         _ => false,

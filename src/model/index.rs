@@ -97,18 +97,26 @@ pub fn substitute_bounds(t: Ty, bounds: &HashMap<String, Ty>) -> Ty {
 
 impl FileIndex {
     pub fn build(file: &syn::File, imports: &Imports) -> FileIndex {
+        FileIndex::build_piece(file, imports, None)
+    }
+
+    /// The index of one piece of a file, given the names of the whole file's items (which
+    /// resolve as local items in every piece).
+    pub fn build_piece(
+        file: &syn::File,
+        imports: &Imports,
+        file_items: Option<&std::collections::HashSet<String>>,
+    ) -> FileIndex {
         let mut out = FileIndex::default();
         out.modules.push(imports.module.clone());
-        out.items(&file.items, imports);
+        out.items(&file.items, imports, file_items);
         out
     }
 
-    fn items(&mut self, items: &[syn::Item], imports: &Imports) {
-        let module = imports.module.clone();
-        self.reexports.extend(imports.exports());
-        self.glob_reexports.extend(imports.glob_exports());
-        // Items of this module resolve to their full path even where nothing imports them.
-        let local: std::collections::HashSet<String> = items
+    /// The names of the items a module's list declares (structs, enums, aliases, functions,
+    /// constants, statics, traits, unions).
+    pub fn item_names(items: &[syn::Item]) -> impl Iterator<Item = String> + '_ {
+        items
             .iter()
             .filter_map(|i| match i {
                 syn::Item::Struct(x) => Some(&x.ident),
@@ -121,6 +129,60 @@ impl FileIndex {
                 syn::Item::Union(x) => Some(&x.ident),
                 _ => None,
             })
+            .map(|id| id.to_string())
+    }
+
+    /// The index of a file parsed in pieces: what each piece declares; what the file's imports
+    /// make (its modules and re-exports, found again in every piece) once.
+    pub fn merge(parts: Vec<FileIndex>) -> FileIndex {
+        let mut out = FileIndex::default();
+        for p in parts {
+            // Destructured whole: a field added to the index cannot be forgotten here.
+            let FileIndex {
+                structs,
+                aliases,
+                fns,
+                consts,
+                modules,
+                reexports,
+                glob_reexports,
+                impls,
+                const_types,
+                traits,
+            } = p;
+            out.structs.extend(structs);
+            out.aliases.extend(aliases);
+            out.fns.extend(fns);
+            out.consts.extend(consts);
+            out.modules.extend(modules);
+            out.reexports.extend(reexports);
+            out.glob_reexports.extend(glob_reexports);
+            out.impls.extend(impls);
+            out.const_types.extend(const_types);
+            out.traits.extend(traits);
+        }
+        fn dedup<T: Clone + Eq + std::hash::Hash>(v: &mut Vec<T>) {
+            let mut seen = std::collections::HashSet::new();
+            v.retain(|x| seen.insert(x.clone()));
+        }
+        dedup(&mut out.modules);
+        dedup(&mut out.reexports);
+        dedup(&mut out.glob_reexports);
+        out
+    }
+
+    fn items(
+        &mut self,
+        items: &[syn::Item],
+        imports: &Imports,
+        file_items: Option<&std::collections::HashSet<String>>,
+    ) {
+        let module = imports.module.clone();
+        self.reexports.extend(imports.exports());
+        self.glob_reexports.extend(imports.glob_exports());
+        // Items of this module resolve to their full path even where nothing imports them.
+        let local: std::collections::HashSet<String> = FileIndex::item_names(items)
+            .chain(file_items.into_iter().flatten().cloned())
             .map(|id| format!("{module}::{id}"))
             .collect();
         let known = |p: &str| local.contains(p);
@@ -229,7 +291,7 @@ impl FileIndex {
                         let mut child = imports.child_module(&m.ident.to_string());
                         child.add_items(content);
                         self.modules.push(child.module.clone());
-                        self.items(content, &child);
+                        self.items(content, &child, None);
                     }
                 }
                 _ => {}
@@ -250,6 +312,25 @@ pub fn ty_with(
     self_ty: Option<&Ty>,
     known: &dyn Fn(&str) -> bool,
 ) -> Option<Ty> {
+    ty_depth(t, imports, self_ty, known, 0)
+}
+
+/// [`ty_with`], at a depth of generic arguments: past [`MAX_TYPE_DEPTH`] arguments are dropped,
+/// so that every later walk of a [`Ty`] (normalising, cloning, dropping) is shallow too.
+fn ty_depth(
+    t: &syn::Type,
+    imports: &Imports,
+    self_ty: Option<&Ty>,
+    known: &dyn Fn(&str) -> bool,
+    depth: usize,
+) -> Option<Ty> {
+    if depth > MAX_TYPE_DEPTH {
+        return None;
+    }
+    let ty_with =
+        |t: &syn::Type, imports: &Imports, self_ty: Option<&Ty>, known: &dyn Fn(&str) -> bool| {
+            ty_depth(t, imports, self_ty, known, depth + 1)
+        };
     match t {
         syn::Type::Path(p) => {
             if p.qself.is_some() {

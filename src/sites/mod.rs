@@ -213,6 +213,21 @@ pub struct FileFacts {
     pub(crate) depth: usize,
 }
 
+impl FileFacts {
+    /// The facts of a file parsed in pieces, in file order.
+    pub fn merge(parts: Vec<FileFacts>) -> FileFacts {
+        let mut out = FileFacts::default();
+        for mut p in parts {
+            out.sites.append(&mut p.sites);
+            out.events.append(&mut p.events);
+            out.clocks.append(&mut p.clocks);
+            out.wrappers.append(&mut p.wrappers);
+            out.too_deep |= p.too_deep;
+        }
+        out
+    }
+}
+
 /// Everything the site finder needs about one file.
 pub struct FileCx<'c> {
     pub source: &'c SourceFile,

@@ -36,11 +36,24 @@ impl TestCode {
         self.whole_file || self.ranges.iter().any(|&(a, b)| a <= line && line <= b)
     }
 
+    /// The test regions of several pieces of one file, parsed apart.
+    pub fn merge(parts: impl IntoIterator<Item = TestCode>) -> TestCode {
+        let mut out = TestCode::default();
+        for p in parts {
+            out.whole_file |= p.whole_file;
+            out.ranges.extend(p.ranges);
+        }
+        out
+    }
+
     fn push(&mut self, attrs: &[syn::Attribute], item: &impl Spanned, end: proc_macro2::Span) {
+        // Lines through `Span::from_pm2`: right in a piece of a file parsed on its own too.
+        let line = |s: proc_macro2::Span| crate::source::Span::from_pm2(s).line;
         let start = attrs
             .first()
-            .map_or_else(|| item.span().start().line, |a| a.span().start().line);
-        self.ranges.push((start, end.end().line));
+            .map_or_else(|| line(item.span()), |a| line(a.span()));
+        self.ranges
+            .push((start, crate::source::Span::from_pm2(end).end_line));
     }
 
     fn items(&mut self, items: &[syn::Item]) {
