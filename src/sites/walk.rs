@@ -222,6 +222,7 @@ fn analyze_fn<'a>(
         deferred: HashMap::new(),
         deferred_region: None,
         pipe_locals: HashMap::new(),
+        in_closures: HashSet::new(),
     };
     w.first_site = w.out.sites.len();
     // The function's own generics shadow the impl's (`impl<K: Kv> Alloc<K>`).
@@ -368,6 +369,9 @@ pub(super) struct Walker<'a, 'c> {
     deferred_region: Option<(Pos, Pos, Pos)>,
     /// Lock commands in a pipeline (by the start of their span): the local holding the pipeline.
     pipe_locals: HashMap<Pos, Option<String>>,
+    /// Acquisitions inside a closure or `async` block (by span start): held by whoever runs it,
+    /// never left by this function to its caller.
+    in_closures: HashSet<Pos>,
 }
 
 impl<'a, 'c> Walker<'a, 'c> {
@@ -862,6 +866,9 @@ impl<'a, 'c> Walker<'a, 'c> {
         if self.in_return > 0 && (self.closure_depth == 0 || self.returns_future()) {
             self.returned_sites.push(self.out.sites.len());
         }
+        if self.closure_depth > 0 {
+            self.in_closures.insert(region::start_of(m.span));
+        }
         let mut holding = self.holding_for(&u, key.clone(), m.auto_renew, m.sql);
         holding.lease_names = m.lease_names.clone();
         holding.start = holding.start.max(chain_end);
@@ -1096,6 +1103,9 @@ impl<'a, 'c> Walker<'a, 'c> {
                     pipeline,
                 });
             } else if let Some(flow) = &flow
+                && !self
+                    .in_closures
+                    .contains(&region::start_of(self.out.sites[idx].span))
                 && !self
                     .out
                     .wrappers
