@@ -1150,7 +1150,9 @@ fn index_one(job: &Job, text: String, prefilter: bool) -> Result<(Indexed, FileI
         Ok(ast) => {
             let mut imports = Imports::new(module.clone());
             imports.add_items(&ast.items);
-            Ok(FileIndex::build(&ast, &imports))
+            let mut index = FileIndex::build(&ast, &imports);
+            index.read_includes(&ast, &job.file.abs);
+            Ok(index)
         }
         Err(e) => {
             let at = e.span().start();

@@ -64,6 +64,20 @@ pub struct PackMeta {
     /// release or a renewal, owner-checked when it compares the key's value with an argument.
     #[serde(default)]
     pub script_builders: Vec<String>,
+    /// Raw commands that run server-side Lua, by name, with what their first argument is: the
+    /// script's text (`EVAL = "text"`) or the name of a Redis Function that a Lua library of the
+    /// crate registers (`FCALL = "function"`). Then come the number of keys, the keys and the
+    /// script's arguments; the script's commands decide the event, as for `script-builders`.
+    #[serde(default)]
+    pub script_commands: BTreeMap<String, ScriptArg>,
+}
+
+/// What a `script-commands` entry's first argument is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScriptArg {
+    Text,
+    Function,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
