@@ -786,7 +786,12 @@ fn match_static_script<'a>(
     {
         return None;
     }
-    let (src, _) = w.cx.index.constant(&w.resolve(&p.path))?;
+    let path = w.resolve(&p.path);
+    // 2015-edition `use scripts::LOCK;` names a path from the crate root.
+    let (src, _) =
+        w.cx.index
+            .constant(&path)
+            .or_else(|| w.cx.index.constant(&format!("crate::{path}")))?;
     let mut init: Expr = syn::parse_str(src).ok()?;
     // Through `Lazy::new(|| ..)` / `LazyLock::new(|| ..)` / `OnceLock`-style closures.
     loop {
