@@ -229,6 +229,11 @@ pub struct CallDef {
     /// Expiry variants in the options argument (`SetExpiry::PX(ms)`) and their units.
     #[serde(default)]
     pub ttl_flags: BTreeMap<String, FlagUnit>,
+    /// The argument `ttl-flags` are read in when the expiry is not in the `options-arg`
+    /// (fred: `set(k, v, Some(Expiration::PX(ms)), Some(SetOptions::NX), false)`); `None` there
+    /// is no expiry.
+    #[serde(default)]
+    pub ttl_options_arg: Option<usize>,
     #[serde(default)]
     pub deadline: DeadlineRule,
     #[serde(default)]
@@ -294,6 +299,7 @@ impl CallDef {
             options_arg: None,
             when: Vec::new(),
             ttl_flags: BTreeMap::new(),
+            ttl_options_arg: None,
             deadline: DeadlineRule::Implicit,
             returns: w.returns,
             returns_type: w.returns_type.clone(),
@@ -418,10 +424,10 @@ impl Pack {
                 && c.ttl_arg.is_none()
                 && c.ttl_field.is_none()
                 && c.lease_arg.is_none()
-                && (c.options_arg.is_none() || c.ttl_flags.is_empty())
+                && (c.options_arg.or(c.ttl_options_arg).is_none() || c.ttl_flags.is_empty())
             {
                 return Err(bad(format!(
-                    "{at}has `deadline = \"required\"` but no `ttl-arg`, `ttl-field`, `lease-arg` or `options-arg` with `ttl-flags` to read it from"
+                    "{at}has `deadline = \"required\"` but no `ttl-arg`, `ttl-field`, `lease-arg` or `options-arg`/`ttl-options-arg` with `ttl-flags` to read it from"
                 )));
             }
             if !c.when.is_empty() && c.options_arg.is_none() {
