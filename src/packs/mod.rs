@@ -229,6 +229,16 @@ pub struct CallDef {
     /// Expiry variants in the options argument (`SetExpiry::PX(ms)`) and their units.
     #[serde(default)]
     pub ttl_flags: BTreeMap<String, FlagUnit>,
+    /// The call runs server-side Lua (fred's `eval(script, keys, args)`, `fcall(name, keys, args)`):
+    /// its `script-arg` is the text or a Redis Function's name, `key-arg` the keys (one, or a
+    /// `vec!`/array/tuple of them) and `args-arg` the script's arguments. The script decides
+    /// the event, as for `script-builders`; `kind` is then only the pack's guess.
+    #[serde(default)]
+    pub script: Option<ScriptArg>,
+    #[serde(default)]
+    pub script_arg: usize,
+    #[serde(default)]
+    pub args_arg: Option<usize>,
     /// The argument `ttl-flags` are read in when the expiry is not in the `options-arg`
     /// (fred: `set(k, v, Some(Expiration::PX(ms)), Some(SetOptions::NX), false)`); `None` there
     /// is no expiry.
@@ -300,6 +310,9 @@ impl CallDef {
             when: Vec::new(),
             ttl_flags: BTreeMap::new(),
             ttl_options_arg: None,
+            script: None,
+            script_arg: 0,
+            args_arg: None,
             deadline: DeadlineRule::Implicit,
             returns: w.returns,
             returns_type: w.returns_type.clone(),

@@ -245,6 +245,12 @@ fn match_method<'a>(
     for &r in by_declaration.chain(by_trait) {
         let def = w.cx.packs.call(r);
         if receiver_matches(w, def, rty.as_ref()) && options_match(w, def, args) {
+            if let Some(what) = def.script {
+                match script_method(w, r.pack, what, def, args, receiver, span, name) {
+                    Some(found) => return Some(found),
+                    None => continue,
+                }
+            }
             // Named after the receiver's type when it is one the call is declared on; matched
             // through a trait in scope on a value of unknown type, after the trait (naming the
             // first declared receiver would claim a backend the code may not use).
@@ -727,11 +733,29 @@ fn lua_matched<'a>(
     consumed: usize,
     span: Span,
 ) -> Matched<'a> {
+    let values = |i: usize| {
+        let a = script_args.get(i)?;
+        Some((eval::eval(a, w)?.as_f64()?, Span::of(*a)))
+    };
     let mentioned: Vec<&Expr> = keys.iter().chain(script_args).copied().collect();
+    let mut found = lua_event(pi, api, effect, owner_checked, &values, span);
+    found.key = keys.first().copied();
+    found.consumed = consumed;
+    found.mentions = mentions_of(None, &mentioned);
+    found
+}
+
+/// The event server-side Lua does, with `arg(i)` the value (and place) of the script's `i`th
+/// argument when known.
+fn lua_event<'a>(
+    pi: usize,
+    api: String,
+    effect: &lua::Effect,
+    owner_checked: bool,
+    arg: &dyn Fn(usize) -> Option<(f64, Span)>,
+    span: Span,
+) -> Matched<'a> {
     let base = Matched {
-        key: keys.first().copied(),
-        consumed,
-        mentions: mentions_of(None, &mentioned),
         owner_checked,
         ..Matched::plain(pi, api.clone(), CallKind::Release, span)
     };
@@ -749,13 +773,10 @@ fn lua_matched<'a>(
                     ),
                 },
                 lua::LuaTtl::Ms(ms) => Ttl::Known { ms: *ms, span },
-                lua::LuaTtl::Arg(i, unit) => match script_args
-                    .get(*i)
-                    .and_then(|a| Some((a, eval::eval(a, w)?.as_f64()?)))
-                {
-                    Some((a, n)) => Ttl::Known {
+                lua::LuaTtl::Arg(i, unit) => match arg(*i) {
+                    Some((n, at)) => Ttl::Known {
                         ms: n * unit,
-                        span: Span::of(*a),
+                        span: at,
                     },
                     None => Ttl::Unknown,
                 },
@@ -771,6 +792,69 @@ fn lua_matched<'a>(
             }
         }
     }
+}
+
+/// fred's `client.eval(LUA, vec![key], vec![token, ttl])` / `client.fcall("acquire", key, args)`:
+/// a `[[call]]` with `script`.
+#[allow(clippy::too_many_arguments)]
+fn script_method<'a>(
+    w: &Walker<'a, '_>,
+    pi: usize,
+    what: ScriptArg,
+    def: &CallDef,
+    args: &[&'a Expr],
+    receiver: &'a Expr,
+    span: Span,
+    method: &str,
+) -> Option<Matched<'a>> {
+    let first = eval::eval_str(args.get(def.script_arg)?, w)?;
+    let (effect, owner_checked, api) = match what {
+        ScriptArg::Text => {
+            let (e, o) = lua::script_effect(&first)?;
+            (e, o, method.to_string())
+        }
+        ScriptArg::Function => {
+            let (e, o) = w.cx.index.lua_function(&first)?.clone();
+            (e, o, format!("{method} {first}"))
+        }
+    };
+    // `vec![a, b]` is a macro: its elements are read (and evaluated) from its tokens.
+    let listed = |i: Option<usize>| -> Vec<Expr> {
+        let Some(e) = i.and_then(|i| args.get(i)) else {
+            return Vec::new();
+        };
+        let mut e = *e;
+        while let Expr::Reference(r) = e {
+            e = &r.expr;
+        }
+        match e {
+            Expr::Macro(m) if m.mac.path.is_ident("vec") => m
+                .mac
+                .parse_body_with(
+                    syn::punctuated::Punctuated::<Expr, syn::Token![,]>::parse_terminated,
+                )
+                .map(|p| p.into_iter().collect())
+                .unwrap_or_default(),
+            other => {
+                let mut out = Vec::new();
+                flatten_args(other, &mut out);
+                out.into_iter().cloned().collect()
+            }
+        }
+    };
+    let script_args = listed(def.args_arg);
+    let values = |i: usize| {
+        let a = script_args.get(i)?;
+        Some((eval::eval(a, w)?.as_f64()?, span))
+    };
+    let mut found = lua_event(pi, api, &effect, owner_checked, &values, span);
+    // The key, when it is one expression of the call (not inside a `vec!`).
+    found.key = def.key_arg.and_then(|i| args.get(i).copied()).filter(|k| {
+        !matches!(k, Expr::Macro(_) | Expr::Array(_) | Expr::Tuple(_))
+            && !matches!(k, Expr::Reference(r) if matches!(&*r.expr, Expr::Macro(_) | Expr::Array(_)))
+    });
+    found.mentions = mentions_of(Some(receiver), args);
+    Some(found)
 }
 
 /// `LOCK.key(k).arg(v).invoke(con)` on a static or constant script
