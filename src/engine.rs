@@ -1250,7 +1250,13 @@ fn index_one(job: &Job, text: String, prefilter: bool) -> Result<(Indexed, FileI
         ));
     }
     let mut pieces = None;
-    let result = match parsed(&text, &module, None, FileIndex::build_piece) {
+    // A piece's `include_str!`s and Lua libraries are read next to the file.
+    let build = |ast: &syn::File, imports: &Imports, names: Option<&HashSet<String>>| {
+        let mut index = FileIndex::build_piece(ast, imports, names);
+        index.read_includes(ast, &job.file.abs);
+        index
+    };
+    let result = match parsed(&text, &module, None, build) {
         Ok((parts, cx)) => {
             pieces = cx;
             Ok(FileIndex::merge(parts))

@@ -46,12 +46,22 @@ pub(crate) fn lock_key(view: &FileView<'_>, e: &Event) -> bool {
     key.to_ascii_lowercase().contains("lock") || view.sites.iter().any(|c| same_key(&c.site, e))
 }
 
-/// The event acts on the site's key: the same literal, or the same expression in the same function.
+/// The event acts on the site's key: the same literal, or the same expression in the same
+/// function, or the same field of `self` in a method of the same type (`self.writer_key` set NX
+/// in `try_acquire`, deleted in `try_release`).
 fn same_key(site: &crate::sites::Site, e: &Event) -> bool {
     let Some(key) = &e.key else { return false };
+    let parent = |p: &str| p.rsplit_once("::").map(|(t, _)| t.to_string());
     site.key.as_ref() == Some(key)
         || site.key_expr.as_ref() == Some(key)
-            && site.function.as_ref().is_some_and(|f| f.path == e.function)
+            && site.function.as_ref().is_some_and(|f| {
+                f.path == e.function
+                    || key
+                        .replace(' ', "")
+                        .trim_start_matches('&')
+                        .starts_with("self.")
+                        && parent(&f.path) == parent(&e.function)
+            })
 }
 
 /// The EXPIRE right after a SETNX, before other work, belongs to the acquisition.

@@ -39,6 +39,10 @@ pub trait Lookup {
     fn field(&self, _base: &Expr, _member: &syn::Member) -> Option<Value> {
         None
     }
+    /// The text of `include_str!(rel)` written in the file being read.
+    fn include(&self, _rel: &str) -> Option<String> {
+        None
+    }
 }
 
 const MAX_DEPTH: usize = 24;
@@ -157,6 +161,10 @@ fn eval_depth(expr: &Expr, env: &dyn Lookup, depth: usize) -> Option<Value> {
 /// `{name}` of known locals).
 fn eval_macro(mac: &syn::Macro, env: &dyn Lookup, depth: usize) -> Option<Value> {
     let name = mac.path.segments.last()?.ident.to_string();
+    if name == "include_str" {
+        let rel: syn::LitStr = mac.parse_body().ok()?;
+        return env.include(&rel.value()).map(Value::Str);
+    }
     let args = mac
         .parse_body_with(syn::punctuated::Punctuated::<Expr, syn::Token![,]>::parse_terminated)
         .ok()?;

@@ -8,6 +8,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use syn::Expr;
+
 use super::imports::Imports;
 use super::ty::Ty;
 
@@ -33,6 +35,42 @@ pub struct FileIndex {
     pub const_types: Vec<(String, Ty)>,
     /// Traits declared here.
     pub traits: Vec<String>,
+    /// Redis Functions registered by Lua libraries whose text is in this file (a string or an
+    /// `include_str!`): name -> what it does to a key, and whether it compares with an argument.
+    pub lua_functions: Vec<(String, super::lua::Effect, bool)>,
+}
+
+/// `include_str!(..)` inside a constant's initialiser (`Script::new(include_str!("lock.lua"))`,
+/// also inside `LazyLock::new(|| ..)`) replaced by the text it includes.
+fn expand_includes(e: &mut Expr, source: &std::path::Path) {
+    match e {
+        Expr::Macro(m) => {
+            if let Some(text) = included(&m.mac, source) {
+                *e = Expr::Lit(syn::ExprLit {
+                    attrs: Vec::new(),
+                    lit: syn::Lit::Str(syn::LitStr::new(&text, proc_macro2::Span::call_site())),
+                });
+            }
+        }
+        Expr::Call(c) => c.args.iter_mut().for_each(|a| expand_includes(a, source)),
+        Expr::MethodCall(m) => {
+            expand_includes(&mut m.receiver, source);
+            m.args.iter_mut().for_each(|a| expand_includes(a, source));
+        }
+        Expr::Reference(r) => expand_includes(&mut r.expr, source),
+        Expr::Paren(p) => expand_includes(&mut p.expr, source),
+        Expr::Closure(c) => expand_includes(&mut c.body, source),
+        _ => {}
+    }
+}
+
+/// The text of `include_str!("rel")` written in the file at `source`.
+fn included(m: &syn::Macro, source: &std::path::Path) -> Option<String> {
+    if m.path.segments.last()?.ident != "include_str" {
+        return None;
+    }
+    let rel: syn::LitStr = m.parse_body().ok()?;
+    super::lua::read_include(source, &rel.value())
 }
 
 /// A type's generic parameters and the first trait bound of each (inline or in `where`): a
@@ -113,6 +151,52 @@ impl FileIndex {
         out
     }
 
+    /// What the file's texts bring in from elsewhere, read from `source` (the file's path): a
+    /// constant's `include_str!("x.lua")` becomes the text it includes, and the Redis Functions
+    /// of every Lua library in the file (a literal or an include) are recorded by name.
+    pub fn read_includes(&mut self, file: &syn::File, source: &std::path::Path) {
+        struct Texts<'p> {
+            source: &'p std::path::Path,
+            out: Vec<String>,
+        }
+        impl<'ast> syn::visit::Visit<'ast> for Texts<'_> {
+            fn visit_lit_str(&mut self, l: &'ast syn::LitStr) {
+                let v = l.value();
+                if v.contains("register_function") {
+                    self.out.push(v);
+                }
+            }
+            fn visit_macro(&mut self, m: &'ast syn::Macro) {
+                if let Some(text) = included(m, self.source) {
+                    self.out.push(text);
+                } else if let Ok(body) = m.parse_body_with(
+                    syn::punctuated::Punctuated::<Expr, syn::Token![,]>::parse_terminated,
+                ) {
+                    body.iter().for_each(|e| self.visit_expr(e));
+                }
+            }
+        }
+        let mut texts = Texts {
+            source,
+            out: Vec::new(),
+        };
+        syn::visit::Visit::visit_file(&mut texts, file);
+        for text in texts.out {
+            self.lua_functions
+                .extend(super::lua::library_functions(&text));
+        }
+        for (_, src, _) in &mut self.consts {
+            if !src.contains("include_str") {
+                continue;
+            }
+            let Ok(mut e) = syn::parse_str::<Expr>(src) else {
+                continue;
+            };
+            expand_includes(&mut e, source);
+            *src = quote::ToTokens::to_token_stream(&e).to_string();
+        }
+    }
+
     /// The names of the items a module's list declares (structs, enums, aliases, functions,
     /// constants, statics, traits, unions).
     pub fn item_names(items: &[syn::Item]) -> impl Iterator<Item = String> + '_ {
@@ -149,6 +233,7 @@ impl FileIndex {
                 impls,
                 const_types,
                 traits,
+                lua_functions,
             } = p;
             out.structs.extend(structs);
             out.aliases.extend(aliases);
@@ -160,6 +245,7 @@ impl FileIndex {
             out.impls.extend(impls);
             out.const_types.extend(const_types);
             out.traits.extend(traits);
+            out.lua_functions.extend(lua_functions);
         }
         fn dedup<T: Clone + Eq + std::hash::Hash>(v: &mut Vec<T>) {
             let mut seen = std::collections::HashSet::new();
@@ -228,6 +314,24 @@ impl FileIndex {
                     }
                 }
                 syn::Item::Trait(t) => self.traits.push(format!("{module}::{}", t.ident)),
+                // `lazy_static! { static ref LOCK: Script = Script::new(".."); }`: statics.
+                syn::Item::Macro(m)
+                    if m.mac
+                        .path
+                        .segments
+                        .last()
+                        .is_some_and(|s| s.ident == "lazy_static") =>
+                {
+                    let body = m.mac.tokens.to_string().replace("static ref ", "static ");
+                    if let Ok(f) = syn::parse_str::<syn::File>(&body) {
+                        let statics: Vec<syn::Item> = f
+                            .items
+                            .into_iter()
+                            .filter(|i| matches!(i, syn::Item::Static(_)))
+                            .collect();
+                        self.items(&statics, imports, file_items);
+                    }
+                }
                 syn::Item::Const(c) => {
                     let path = format!("{module}::{}", c.ident);
                     if let Some(t) = ty_of(&c.ty, imports, None) {
@@ -428,6 +532,7 @@ pub struct CrateIndex {
     impls: HashMap<String, Vec<(String, Vec<String>)>>,
     const_types: HashMap<String, Ty>,
     traits: std::collections::HashSet<String>,
+    lua_functions: HashMap<String, (super::lua::Effect, bool)>,
 }
 
 impl CrateIndex {
@@ -458,6 +563,9 @@ impl CrateIndex {
                 idx.impls.entry(ty).or_default().push((tr, methods));
             }
             idx.const_types.extend(f.const_types);
+            for (name, effect, compares) in f.lua_functions {
+                idx.lua_functions.entry(name).or_insert((effect, compares));
+            }
             for t in f.traits {
                 idx.add_simple(&t);
                 idx.traits.insert(t);
@@ -610,6 +718,11 @@ impl CrateIndex {
         self.fns
             .get(&format!("{}::{method}", owner.path))
             .map(|t| self.normalize(t))
+    }
+
+    /// A Redis Function registered by a Lua library of this crate.
+    pub fn lua_function(&self, name: &str) -> Option<&(super::lua::Effect, bool)> {
+        self.lua_functions.get(name)
     }
 
     /// A constant's initialiser source and defining module.
@@ -799,6 +912,11 @@ impl CrateView {
     pub fn in_dep_terms(&self, path: &str) -> Option<(String, String)> {
         let (name, _, inner) = self.dep_of(path)?;
         Some((name.to_string(), inner))
+    }
+
+    /// A Redis Function registered by a Lua library of this crate.
+    pub fn lua_function(&self, name: &str) -> Option<&(super::lua::Effect, bool)> {
+        self.own.lua_function(name)
     }
 
     /// A constant's initialiser source and defining module (in the defining crate's terms).

@@ -6,6 +6,7 @@ pub mod eval;
 pub mod graph;
 pub mod imports;
 pub mod index;
+pub mod lua;
 pub mod ty;
 
 pub use graph::CrateGraph;

@@ -76,6 +76,20 @@ pub struct PackMeta {
     /// release or a renewal, owner-checked when it compares the key's value with an argument.
     #[serde(default)]
     pub script_builders: Vec<String>,
+    /// Raw commands that run server-side Lua, by name, with what their first argument is: the
+    /// script's text (`EVAL = "text"`) or the name of a Redis Function that a Lua library of the
+    /// crate registers (`FCALL = "function"`). Then come the number of keys, the keys and the
+    /// script's arguments; the script's commands decide the event, as for `script-builders`.
+    #[serde(default)]
+    pub script_commands: BTreeMap<String, ScriptArg>,
+}
+
+/// What a `script-commands` entry's first argument is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ScriptArg {
+    Text,
+    Function,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -254,6 +268,21 @@ pub struct CallDef {
     /// Expiry variants in the options argument (`SetExpiry::PX(ms)`) and their units.
     #[serde(default)]
     pub ttl_flags: BTreeMap<String, FlagUnit>,
+    /// The call runs server-side Lua (fred's `eval(script, keys, args)`, `fcall(name, keys, args)`):
+    /// its `script-arg` is the text or a Redis Function's name, `key-arg` the keys (one, or a
+    /// `vec!`/array/tuple of them) and `args-arg` the script's arguments. The script decides
+    /// the event, as for `script-builders`; `kind` is then only the pack's guess.
+    #[serde(default)]
+    pub script: Option<ScriptArg>,
+    #[serde(default)]
+    pub script_arg: usize,
+    #[serde(default)]
+    pub args_arg: Option<usize>,
+    /// The argument `ttl-flags` are read in when the expiry is not in the `options-arg`
+    /// (fred: `set(k, v, Some(Expiration::PX(ms)), Some(SetOptions::NX), false)`); `None` there
+    /// is no expiry.
+    #[serde(default)]
+    pub ttl_options_arg: Option<usize>,
     #[serde(default)]
     pub deadline: DeadlineRule,
     #[serde(default)]
@@ -334,6 +363,10 @@ impl CallDef {
             url_contains: Vec::new(),
             url_key_after: None,
             ttl_flags: BTreeMap::new(),
+            ttl_options_arg: None,
+            script: None,
+            script_arg: 0,
+            args_arg: None,
             deadline: DeadlineRule::Implicit,
             returns: w.returns,
             returns_type: w.returns_type.clone(),
@@ -466,10 +499,10 @@ impl Pack {
                 && c.ttl_field.is_none()
                 && c.lease_arg.is_none()
                 && c.lease_id_arg.is_none()
-                && (c.options_arg.is_none() || c.ttl_flags.is_empty())
+                && (c.options_arg.or(c.ttl_options_arg).is_none() || c.ttl_flags.is_empty())
             {
                 return Err(bad(format!(
-                    "{at}has `deadline = \"required\"` but no `ttl-arg`, `ttl-field`, `lease-arg` or `options-arg` with `ttl-flags` to read it from"
+                    "{at}has `deadline = \"required\"` but no `ttl-arg`, `ttl-field`, `lease-arg` or `options-arg`/`ttl-options-arg` with `ttl-flags` to read it from"
                 )));
             }
             if c.fenced_by.is_some()

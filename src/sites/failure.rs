@@ -193,7 +193,7 @@ fn apply(mut s: State, outward: &[&Expr]) -> Step {
                     | "err_into" | "inspect_err" | "inspect" | "bind" | "bind_all"
                     | "fetch_one" | "fetch_all" | "fetch" | "fetch_optional" | "get"
                     | "try_get" | "query_one" | "query" | "query_opt" | "get_result" | "first"
-                    | "load" | "query_async" => {}
+                    | "load" | "query_async" | "invoke" | "invoke_async" => {}
                     "execute" | "batch_execute" => {
                         if s.layers.contains(&Layer::Bool) {
                             return Step::Done(Failure::Ignored {

@@ -11,9 +11,10 @@ use super::{Fencing, Ttl, ttl};
 use crate::model::Ty;
 use crate::model::eval::{self, Value};
 use crate::model::imports::first_segment;
+use crate::model::lua;
 use crate::packs::{
     CallDef, CallKind, CallRef, DeadlineRule, FlagUnit, PackFencing, ReleaseStyle, Returns,
-    SqlScope,
+    ScriptArg, SqlScope,
 };
 use crate::source::Span;
 
@@ -244,7 +245,9 @@ pub(super) fn match_site<'a>(
             };
             sql_match(w, &text, span, &name).map(|found| on_pool(w, found, executor(outward)))
         }
-        Expr::Path(p) => match_from_local(w, p, outward),
+        Expr::Path(p) => {
+            match_from_local(w, p, outward).or_else(|| match_static_script(w, p, outward))
+        }
         _ => None,
     }
 }
@@ -272,6 +275,12 @@ fn match_method<'a>(
     for &r in by_declaration.chain(by_trait) {
         let def = w.cx.packs.call(r);
         if receiver_matches(w, def, rty.as_ref()) && options_match(w, def, args) {
+            if let Some(what) = def.script {
+                match script_method(w, r.pack, what, def, args, receiver, span, name) {
+                    Some(found) => return Some(found),
+                    None => continue,
+                }
+            }
             // Named after the receiver's type when it is one the call is declared on; matched
             // through a trait in scope on a value of unknown type, after the trait (naming the
             // first declared receiver would claim a backend the code may not use).
@@ -844,6 +853,9 @@ fn match_command<'a>(
     span: Span,
 ) -> Option<Matched<'a>> {
     let name = eval::eval_str(args.first()?, w)?.to_ascii_uppercase();
+    if let Some(found) = match_script_command(w, packs, &name, &cmd_args, consumed, span) {
+        return Some(found);
+    }
     let values: Vec<Option<Value>> = cmd_args.iter().map(|a| eval::eval(a, w)).collect();
     let word = |v: &Option<Value>| match v {
         Some(Value::Str(s)) => Some(s.to_ascii_uppercase()),
@@ -926,9 +938,9 @@ fn match_command<'a>(
 }
 
 /// `redis::Script::new(RELEASE).key(k).arg(token).invoke_async(con)`: what the Lua text does to
-/// its key. Deleting it is a release, re-expiring it a renewal; either is owner-checked when the
-/// script compares the key's value with an argument first (compare-and-delete). Scripts that
-/// do neither (or acquire) are no event.
+/// its key ([`lua::script_effect`]). A `SET … NX` (or a read-then-set) takes it, deleting it
+/// releases, re-expiring it renews; owner-checked when the script compares the key's value with
+/// an argument first (compare-and-delete). Scripts that do none of these are no event.
 fn match_script<'a>(
     w: &Walker<'a, '_>,
     pi: usize,
@@ -936,20 +948,18 @@ fn match_script<'a>(
     outward: &[&'a Expr],
     span: Span,
 ) -> Option<Matched<'a>> {
-    let lua = eval::eval_str(args.first()?, w)?.to_ascii_lowercase();
-    let calls = lua_calls(&lua);
-    let kind = if calls.iter().any(|c| c == "del" || c == "unlink") {
-        CallKind::Release
-    } else if calls
-        .iter()
-        .any(|c| matches!(c.as_str(), "expire" | "pexpire" | "expireat" | "pexpireat"))
-    {
-        CallKind::Renew
-    } else {
-        return None;
-    };
-    let owner_checked =
-        calls.iter().any(|c| c == "get") && lua.contains("argv") && lua.contains("==");
+    let lua = eval::eval_str(args.first()?, w)?;
+    script_event(w, pi, &lua, outward, span)
+}
+
+fn script_event<'a>(
+    w: &Walker<'a, '_>,
+    pi: usize,
+    lua: &str,
+    outward: &[&'a Expr],
+    span: Span,
+) -> Option<Matched<'a>> {
+    let (effect, owner_checked) = lua::script_effect(lua)?;
     // The `.key(..)`/`.arg(..)` calls directly outside the builder, innermost first.
     let (mut keys, mut script_args, mut consumed) = (Vec::new(), Vec::new(), 0);
     for level in outward.iter().rev() {
@@ -964,38 +974,255 @@ fn match_script<'a>(
         }
         consumed += 1;
     }
-    let mentioned: Vec<&Expr> = keys.iter().chain(&script_args).copied().collect();
-    Some(Matched {
-        key: keys.first().copied(),
-        consumed,
-        mentions: mentions_of(None, &mentioned),
+    // Only where it runs: `let s = Script::new(LUA);` alone sends nothing.
+    let run = outward.len().checked_sub(consumed + 1).map(|i| outward[i]);
+    if !matches!(run, Some(Expr::MethodCall(m)) if m.method.to_string().starts_with("invoke")) {
+        return None;
+    }
+    Some(lua_matched(
+        w,
+        pi,
+        "Script::invoke".into(),
+        &effect,
         owner_checked,
-        ..Matched::plain(pi, "Script::invoke".into(), kind, span)
-    })
+        &keys,
+        &script_args,
+        consumed,
+        span,
+    ))
 }
 
-/// Lower-case command names a Lua script passes to `redis.call` / `redis.pcall`.
-fn lua_calls(lua: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for part in lua.split("redis.").skip(1) {
-        let Some(rest) = part
-            .strip_prefix("call")
-            .or_else(|| part.strip_prefix("pcall"))
-        else {
-            continue;
-        };
-        let rest = rest
-            .trim_start()
-            .strip_prefix('(')
-            .unwrap_or("")
-            .trim_start();
-        let Some(quote) = rest.chars().next().filter(|c| *c == '\'' || *c == '"') else {
-            continue;
-        };
-        let name: String = rest[1..].chars().take_while(|c| *c != quote).collect();
-        out.push(name.trim().to_string());
+/// A lock event done by server-side Lua, with the keys and arguments the caller passed.
+#[allow(clippy::too_many_arguments)]
+fn lua_matched<'a>(
+    w: &Walker<'a, '_>,
+    pi: usize,
+    api: String,
+    effect: &lua::Effect,
+    owner_checked: bool,
+    keys: &[&'a Expr],
+    script_args: &[&'a Expr],
+    consumed: usize,
+    span: Span,
+) -> Matched<'a> {
+    let values = |i: usize| {
+        let a = script_args.get(i)?;
+        Some((eval::eval(a, w)?.as_f64()?, Span::of(*a)))
+    };
+    let mentioned: Vec<&Expr> = keys.iter().chain(script_args).copied().collect();
+    let mut found = lua_event(pi, api, effect, owner_checked, &values, span);
+    found.key = keys.first().copied();
+    found.consumed = consumed;
+    found.mentions = mentions_of(None, &mentioned);
+    found
+}
+
+/// The event server-side Lua does, with `arg(i)` the value (and place) of the script's `i`th
+/// argument when known.
+fn lua_event<'a>(
+    pi: usize,
+    api: String,
+    effect: &lua::Effect,
+    owner_checked: bool,
+    arg: &dyn Fn(usize) -> Option<(f64, Span)>,
+    span: Span,
+) -> Matched<'a> {
+    let base = Matched {
+        owner_checked,
+        ..Matched::plain(pi, api.clone(), CallKind::Release, span)
+    };
+    match effect {
+        lua::Effect::Release => base,
+        lua::Effect::Renew => Matched {
+            kind: CallKind::Renew,
+            ..base
+        },
+        lua::Effect::Acquire(t) => {
+            let ttl = match t {
+                lua::LuaTtl::Missing => Ttl::Missing {
+                    reason: format!(
+                        "the script `{api}` runs sets its key with no expiry (no EX, PX or EXPIRE)"
+                    ),
+                },
+                lua::LuaTtl::Ms(ms) => Ttl::Known { ms: *ms, span },
+                lua::LuaTtl::Arg(i, unit) => match arg(*i) {
+                    Some((n, at)) => Ttl::Known {
+                        ms: n * unit,
+                        span: at,
+                    },
+                    None => Ttl::Unknown,
+                },
+                lua::LuaTtl::Absolute => Ttl::Absolute,
+                lua::LuaTtl::Unknown => Ttl::Unknown,
+            };
+            Matched {
+                kind: CallKind::TryAcquire,
+                ttl,
+                // Like `SET … NX`, the script answers nil (or 0) when the key is taken.
+                returns: Returns::ResultOption,
+                ..base
+            }
+        }
     }
-    out
+}
+
+/// fred's `client.eval(LUA, vec![key], vec![token, ttl])` / `client.fcall("acquire", key, args)`:
+/// a `[[call]]` with `script`.
+#[allow(clippy::too_many_arguments)]
+fn script_method<'a>(
+    w: &Walker<'a, '_>,
+    pi: usize,
+    what: ScriptArg,
+    def: &CallDef,
+    args: &[&'a Expr],
+    receiver: &'a Expr,
+    span: Span,
+    method: &str,
+) -> Option<Matched<'a>> {
+    let first = eval::eval_str(args.get(def.script_arg)?, w)?;
+    let (effect, owner_checked, api) = match what {
+        ScriptArg::Text => {
+            let (e, o) = lua::script_effect(&first)?;
+            (e, o, method.to_string())
+        }
+        ScriptArg::Function => {
+            let (e, o) = w.cx.index.lua_function(&first)?.clone();
+            (e, o, format!("{method} {first}"))
+        }
+    };
+    // `vec![a, b]` is a macro: its elements are read (and evaluated) from its tokens.
+    let listed = |i: Option<usize>| -> Vec<Expr> {
+        let Some(e) = i.and_then(|i| args.get(i)) else {
+            return Vec::new();
+        };
+        let mut e = *e;
+        while let Expr::Reference(r) = e {
+            e = &r.expr;
+        }
+        match e {
+            Expr::Macro(m) if m.mac.path.is_ident("vec") => m
+                .mac
+                .parse_body_with(
+                    syn::punctuated::Punctuated::<Expr, syn::Token![,]>::parse_terminated,
+                )
+                .map(|p| p.into_iter().collect())
+                .unwrap_or_default(),
+            other => {
+                let mut out = Vec::new();
+                flatten_args(other, &mut out);
+                out.into_iter().cloned().collect()
+            }
+        }
+    };
+    let script_args = listed(def.args_arg);
+    let values = |i: usize| {
+        let a = script_args.get(i)?;
+        Some((eval::eval(a, w)?.as_f64()?, span))
+    };
+    let mut found = lua_event(pi, api, &effect, owner_checked, &values, span);
+    // The key, when it is one expression of the call (not inside a `vec!`).
+    found.key = def.key_arg.and_then(|i| args.get(i).copied()).filter(|k| {
+        !matches!(k, Expr::Macro(_) | Expr::Array(_) | Expr::Tuple(_))
+            && !matches!(k, Expr::Reference(r) if matches!(&*r.expr, Expr::Macro(_) | Expr::Array(_)))
+    });
+    found.mentions = mentions_of(Some(receiver), args);
+    Some(found)
+}
+
+/// `LOCK.key(k).arg(v).invoke(con)` on a static or constant script
+/// (`static LOCK: LazyLock<Script> = LazyLock::new(|| Script::new(LUA))`, `lazy_static!`).
+fn match_static_script<'a>(
+    w: &Walker<'a, '_>,
+    p: &'a syn::ExprPath,
+    outward: &[&'a Expr],
+) -> Option<Matched<'a>> {
+    if p.path
+        .get_ident()
+        .is_some_and(|id| w.local_init(&id.to_string()).is_some())
+    {
+        return None;
+    }
+    let path = w.resolve(&p.path);
+    // 2015-edition `use scripts::LOCK;` names a path from the crate root.
+    let (src, _) =
+        w.cx.index
+            .constant(&path)
+            .or_else(|| w.cx.index.constant(&format!("crate::{path}")))?;
+    let mut init: Expr = syn::parse_str(src).ok()?;
+    // Through `Lazy::new(|| ..)` / `LazyLock::new(|| ..)` / `OnceLock`-style closures.
+    loop {
+        match init {
+            Expr::Call(ref c)
+                if c.args.len() == 1 && matches!(c.args.first(), Some(Expr::Closure(_))) =>
+            {
+                let Some(Expr::Closure(cl)) = c.args.first() else {
+                    break;
+                };
+                init = (*cl.body).clone();
+            }
+            Expr::Block(ref b) if b.block.stmts.len() == 1 => match &b.block.stmts[0] {
+                syn::Stmt::Expr(e, None) => init = e.clone(),
+                _ => break,
+            },
+            _ => break,
+        }
+    }
+    let Expr::Call(c) = &init else { return None };
+    let Expr::Path(f) = &*c.func else { return None };
+    let &pi = w.cx.packs.script_builders.get(&w.resolve(&f.path))?;
+    let lua = eval::eval_str(c.args.first()?, w)?;
+    script_event(w, pi, &lua, outward, Span::of(p))
+}
+
+/// `redis::cmd("EVAL").arg(LUA).arg(1).arg(key).arg(token)` and
+/// `redis::cmd("FCALL").arg("acquire_lock").arg(1).arg(key)…`: a pack's `script-commands`. The
+/// script is the text, or the function of that name a Lua library of the crate registers.
+fn match_script_command<'a>(
+    w: &Walker<'a, '_>,
+    packs: &[usize],
+    name: &str,
+    cmd_args: &[&'a Expr],
+    consumed: usize,
+    span: Span,
+) -> Option<Matched<'a>> {
+    let (pi, what) = packs.iter().find_map(|&pi| {
+        let sc = &w.cx.packs.packs[pi].pack.script_commands;
+        sc.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| (pi, *v))
+    })?;
+    let first = eval::eval_str(cmd_args.first()?, w)?;
+    let (effect, owner_checked, api) = match what {
+        ScriptArg::Text => {
+            let (e, o) = lua::script_effect(&first)?;
+            (e, o, name.to_string())
+        }
+        ScriptArg::Function => {
+            let (e, o) = w.cx.index.lua_function(&first)?.clone();
+            (e, o, format!("{name} {first}"))
+        }
+    };
+    // numkeys, then the keys, then the arguments; an unknown count leaves the keys unknown.
+    let rest = cmd_args.get(2..).unwrap_or(&[]);
+    let numkeys = cmd_args
+        .get(1)
+        .and_then(|a| eval::eval(a, w)?.as_f64())
+        .map(|n| n as usize);
+    let (keys, script_args): (&[&Expr], &[&Expr]) = match numkeys {
+        Some(n) if n <= rest.len() => rest.split_at(n),
+        _ => (&[], &[]),
+    };
+    Some(lua_matched(
+        w,
+        pi,
+        api,
+        &effect,
+        owner_checked,
+        keys,
+        script_args,
+        consumed,
+        span,
+    ))
 }
 
 pub(super) fn flatten_args<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {

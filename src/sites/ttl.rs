@@ -64,8 +64,9 @@ pub(super) fn for_call<'a>(
     if let Some(i) = def.lease_arg {
         return lease_ttl(w, args.get(i).copied(), method, def.server_lease_s);
     }
-    if def.options_arg.is_some() && !def.ttl_flags.is_empty() {
-        let opt = def.options_arg.and_then(|i| args.get(i)).copied();
+    let flags_arg = def.ttl_options_arg.or(def.options_arg);
+    if flags_arg.is_some() && !def.ttl_flags.is_empty() {
+        let opt = flags_arg.and_then(|i| args.get(i)).copied();
         return options_ttl(w, def, opt, method);
     }
     if required {

@@ -1241,6 +1241,10 @@ impl Lookup for Walker<'_, '_> {
         self.resolve(path)
     }
 
+    fn include(&self, rel: &str) -> Option<String> {
+        crate::model::lua::read_include(&self.cx.source.path, rel)
+    }
+
     fn field(&self, base: &Expr, member: &syn::Member) -> Option<Value> {
         let ty = self.type_of(base)?;
         let syn::Member::Named(name) = member else {
