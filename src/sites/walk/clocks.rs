@@ -1,0 +1,117 @@
+//! Wall-clock reads that feed a lock's expiry (`SystemTime::now()` compared with or added to a
+//! deadline): the facts `wall-clock-deadline` judges.
+
+use super::*;
+
+/// Wall-clock time read where a lock's expiry is computed or compared.
+pub(super) struct Clocks<'w, 'a, 'c> {
+    pub(super) w: &'w Walker<'a, 'c>,
+    pub(super) found: Vec<(Span, String)>,
+    /// Locals bound to a `now()`: (name, the call's span, what was called).
+    pub(super) lets: Vec<(String, Span, String)>,
+}
+
+const EXPIRY_WORDS: &[&str] = &[
+    "expir", "deadline", "lease", "valid", "ttl", "until", "timeout",
+];
+
+fn expiry_like(names: &HashSet<String>, extra: Option<&str>) -> bool {
+    names.iter().map(String::as_str).chain(extra).any(|n| {
+        let n = n.to_ascii_lowercase();
+        EXPIRY_WORDS.iter().any(|w| n.contains(w))
+    })
+}
+
+impl Clocks<'_, '_, '_> {
+    /// `SystemTime::now()`, `Utc::now()`, `Local::now()`, `OffsetDateTime::now_utc()`.
+    fn wall_clock(&self, e: &Expr) -> Option<(Span, String)> {
+        match e {
+            Expr::Call(c) if c.args.is_empty() => {
+                let Expr::Path(p) = &*c.func else { return None };
+                let path = self.w.resolve(&p.path);
+                let mut segs = path.rsplit("::");
+                let (f, t) = (segs.next()?, segs.next()?);
+                let hit = matches!(
+                    (t, f),
+                    ("SystemTime", "now")
+                        | ("Utc" | "Local", "now")
+                        | ("OffsetDateTime", "now_utc" | "now_local")
+                );
+                hit.then(|| (Span::of(e), format!("{t}::{f}()")))
+            }
+            Expr::Paren(p) => self.wall_clock(&p.expr),
+            Expr::MethodCall(m) => self.wall_clock(&m.receiver),
+            Expr::Try(t) => self.wall_clock(&t.expr),
+            _ => None,
+        }
+    }
+
+    fn clock_in(&self, e: &Expr) -> Option<(Span, String)> {
+        if let Some(hit) = self.wall_clock(e) {
+            return Some(hit);
+        }
+        let n = name_of(e)?;
+        self.lets
+            .iter()
+            .rev()
+            .find(|(name, ..)| *name == n)
+            .map(|(_, s, w)| (*s, w.clone()))
+    }
+}
+
+impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
+    fn visit_local(&mut self, l: &'ast syn::Local) {
+        if let Some(init) = &l.init {
+            let name = single_name(&l.pat);
+            if let Some((span, what)) = self.wall_clock(&init.expr) {
+                match &*init.expr {
+                    // `let deadline = SystemTime::now() + ttl;` is caught as a binary below.
+                    Expr::Binary(_) => {}
+                    _ => {
+                        if let Some(n) = &name {
+                            if expiry_like(&HashSet::new(), Some(n)) {
+                                self.found.push((span, what.clone()));
+                            }
+                            self.lets.push((n.clone(), span, what));
+                        }
+                    }
+                }
+            }
+            if let Expr::Binary(b) = &*init.expr
+                && let Some(hit) = self.clock_in(&b.left).or_else(|| self.clock_in(&b.right))
+                && expiry_like(&idents_in(&init.expr), name.as_deref())
+            {
+                self.found.push(hit);
+                if let Some(n) = name {
+                    self.lets.push((
+                        n,
+                        self.found[self.found.len() - 1].0,
+                        self.found[self.found.len() - 1].1.clone(),
+                    ));
+                }
+                return;
+            }
+        }
+        syn::visit::visit_local(self, l);
+    }
+
+    fn visit_expr_binary(&mut self, b: &'ast syn::ExprBinary) {
+        use syn::BinOp::*;
+        let relevant = matches!(
+            b.op,
+            Lt(_) | Le(_) | Gt(_) | Ge(_) | Eq(_) | Ne(_) | Add(_) | Sub(_)
+        );
+        if relevant && let Some(hit) = self.clock_in(&b.left).or_else(|| self.clock_in(&b.right)) {
+            let mut names = idents_in(&b.left);
+            names.extend(idents_in(&b.right));
+            // Field names count too: `now > lock.expires_at`.
+            let text = quote::ToTokens::to_token_stream(b).to_string();
+            if expiry_like(&names, Some(&text)) && !self.found.contains(&hit) {
+                self.found.push(hit);
+            }
+        }
+        syn::visit::visit_expr_binary(self, b);
+    }
+
+    fn visit_item(&mut self, _: &'ast syn::Item) {}
+}

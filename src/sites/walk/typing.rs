@@ -1,0 +1,409 @@
+//! The typing environment of one function: what a name, a path or an expression is, from
+//! locals and their initialisers, parameters, generics with their bounds, `self`, fields, items
+//! of the program (through the crate's view of the workspace) and the packs' declared types; and
+//! the evaluation environment constants and keys are computed in. Site detection asks it; it
+//! records nothing.
+
+use super::*;
+
+impl<'a, 'c> Walker<'a, 'c> {
+    pub(super) fn add_generic<'b>(
+        &mut self,
+        name: &str,
+        bounds: impl Iterator<Item = &'b syn::TypeParamBound>,
+    ) {
+        for b in bounds {
+            if let syn::TypeParamBound::Trait(tb) = b
+                && !crate::model::ty::is_marker_trait(&tb.path)
+            {
+                let path = self.resolve(&tb.path);
+                self.generics.insert(name.to_string(), Ty::simple(path));
+                return;
+            }
+        }
+    }
+
+    pub(in crate::sites) fn known(&self) -> impl Fn(&str) -> bool + '_ {
+        |p: &str| self.cx.index.knows(p) || self.cx.packs.knows(p)
+    }
+
+    pub(in crate::sites) fn resolve(&self, path: &syn::Path) -> String {
+        let resolved = self
+            .imports
+            .resolve(path, self.self_ty.as_ref(), &self.known());
+        self.cx
+            .packs
+            .unalias(self.cx.index.through_reexports(resolved))
+    }
+
+    pub(super) fn ty_of_type(&self, t: &syn::Type) -> Option<Ty> {
+        let ty = ty_with(t, self.imports, self.self_ty.as_ref(), &self.known())?;
+        if let Some(g) = self.generics.get(&ty.path) {
+            return Some(g.clone());
+        }
+        Some(self.unalias(self.cx.index.normalize(&ty)))
+    }
+
+    /// A type as its library names it (`deadpool_redis::redis::Client` is `redis::Client`).
+    pub(super) fn unalias(&self, mut ty: Ty) -> Ty {
+        ty.path = self.cx.packs.unalias(std::mem::take(&mut ty.path));
+        ty.args = ty.args.into_iter().map(|a| self.unalias(a)).collect();
+        ty
+    }
+
+    /// The initialiser of a visible local, borrowed from the tree (not from the walker).
+    pub(in crate::sites) fn local_init(&self, name: &str) -> Option<&'a Expr> {
+        self.lookup(name).and_then(|l| l.init)
+    }
+
+    pub(super) fn lookup(&self, name: &str) -> Option<&Local<'a>> {
+        self.scopes.iter().rev().find_map(|s| s.get(name))
+    }
+
+    /// A local bound to a builder, with the arguments later statements added to it.
+    pub(in crate::sites) fn builder(&self, name: &str) -> Option<(&'a Expr, &[&'a Expr])> {
+        self.lookup(name)
+            .and_then(|l| Some((l.init?, l.args.as_slice())))
+    }
+
+    pub(super) fn bind_types(&mut self, pat: &'a Pat, init: Option<&'a Expr>, ty: Option<Ty>) {
+        match pat {
+            Pat::Ident(pi) => {
+                let local = Local {
+                    ty,
+                    init: if pi.subpat.is_none() { init } else { None },
+                    args: Vec::new(),
+                };
+                if let Some(scope) = self.scopes.last_mut() {
+                    scope.insert(pi.ident.to_string(), local);
+                }
+            }
+            Pat::Type(pt) => {
+                let ty = self.ty_of_type(&pt.ty).or(ty);
+                self.bind_types(&pt.pat, init, ty);
+            }
+            Pat::Reference(r) => self.bind_types(&r.pat, init, ty),
+            Pat::Paren(p) => self.bind_types(&p.pat, init, ty),
+            Pat::TupleStruct(ts)
+                if ts.elems.len() == 1
+                    && ts.path.segments.last().is_some_and(|s| {
+                        matches!(s.ident.to_string().as_str(), "Ok" | "Some" | "Left")
+                    }) =>
+            {
+                let inner = ty.map(|t| t.peeled().clone());
+                self.bind_types(&ts.elems[0], None, inner);
+            }
+            other => {
+                let mut names = Vec::new();
+                pattern_idents(other, &mut names);
+                if let Some(scope) = self.scopes.last_mut() {
+                    for n in names {
+                        scope.insert(
+                            n,
+                            Local {
+                                ty: None,
+                                init: None,
+                                args: Vec::new(),
+                            },
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The type of an expression, as far as annotations, constructors and packs tell.
+    pub(in crate::sites) fn type_of(&self, e: &Expr) -> Option<Ty> {
+        self.type_of_depth(e, 0)
+    }
+
+    pub(super) fn type_of_depth(&self, e: &Expr, depth: usize) -> Option<Ty> {
+        if depth > 16 {
+            return None;
+        }
+        let rec = |x: &Expr| self.type_of_depth(x, depth + 1);
+        let ty = match e {
+            Expr::Path(p) if p.qself.is_none() => {
+                if let Some(id) = p.path.get_ident() {
+                    let name = id.to_string();
+                    if name == "self" {
+                        return self.self_ty.clone();
+                    }
+                    if let Some(l) = self.lookup(&name) {
+                        return l.ty.clone();
+                    }
+                }
+                // A constant or static names its declared type (`WRITE.try_lock(..)`,
+                // `LOCKS.lock(..)` on a `static LOCKS: LazyLock<Manager>`).
+                if let Some(t) = self.cx.index.const_type(&self.resolve(&p.path)) {
+                    return Some(t);
+                }
+                // Not a local: a unit struct or an enum variant names its type (`Local`, `Kind::A`).
+                let last = p
+                    .path
+                    .segments
+                    .last()
+                    .map(|s| s.ident.to_string())
+                    .unwrap_or_default();
+                if last.starts_with(|c: char| c.is_ascii_uppercase())
+                    && last.chars().any(|c| c.is_ascii_lowercase())
+                {
+                    let path = self.resolve(&p.path);
+                    let ty = if p.path.segments.len() > 1
+                        && self.cx.packs.type_of_path(&path).is_none()
+                    {
+                        path.rsplit_once("::")
+                            .map_or(path.clone(), |(t, _)| t.to_string())
+                    } else {
+                        path
+                    };
+                    return Some(Ty::simple(ty));
+                }
+                None
+            }
+            Expr::Field(f) => {
+                let base = rec(&f.base)?;
+                let name = match &f.member {
+                    syn::Member::Named(n) => n.to_string(),
+                    syn::Member::Unnamed(i) => i.index.to_string(),
+                };
+                self.cx.index.field(base.peeled(), &name)
+            }
+            Expr::Paren(p) => rec(&p.expr),
+            Expr::Group(g) => rec(&g.expr),
+            Expr::Reference(r) => rec(&r.expr),
+            Expr::Try(t) => rec(&t.expr),
+            Expr::Await(a) => rec(&a.base),
+            Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => rec(&u.expr),
+            Expr::Struct(s) => Some(Ty::simple(self.resolve(&s.path))),
+            Expr::Block(b) => match b.block.stmts.last() {
+                Some(Stmt::Expr(x, None)) => rec(x),
+                _ => None,
+            },
+            Expr::MethodCall(m) => {
+                let method = m.method.to_string();
+                let recv = rec(&m.receiver);
+                if let Some(r) = &recv {
+                    let peeled = r.peeled();
+                    if matches!(
+                        method.as_str(),
+                        "lock"
+                            | "read"
+                            | "write"
+                            | "blocking_lock"
+                            | "try_lock"
+                            | "get_mut"
+                            | "borrow"
+                            | "borrow_mut"
+                            | "blocking_read"
+                            | "blocking_write"
+                            | "get"
+                            | "get_or_init"
+                    ) && let Some(inner) = peeled.guarded_inner()
+                    {
+                        return Some(inner.clone());
+                    }
+                }
+                if matches!(
+                    method.as_str(),
+                    "clone"
+                        | "as_ref"
+                        | "as_mut"
+                        | "borrow"
+                        | "borrow_mut"
+                        | "deref"
+                        | "deref_mut"
+                        | "to_owned"
+                        | "unwrap"
+                        | "expect"
+                        | "unwrap_or_default"
+                        | "into_inner"
+                        | "context"
+                        | "with_context"
+                        | "map_err"
+                ) {
+                    return recv;
+                }
+                if let Some(t) = matchers::pack_return_type(self, m, recv.as_ref()) {
+                    return Some(t);
+                }
+                if let Some(t) = recv
+                    .as_ref()
+                    .and_then(|r| self.cx.index.method_return(r.peeled(), &method))
+                {
+                    return Some(t);
+                }
+                self.built_by(m)
+            }
+            Expr::Call(c) => {
+                let Expr::Path(f) = &*c.func else { return None };
+                let path = self.resolve(&f.path);
+                let (parent, last) = path.rsplit_once("::").unwrap_or(("", path.as_str()));
+                if let Some(ctors) = self.cx.packs.constructors.get(parent)
+                    && ctors.iter().any(|c| c == last)
+                {
+                    let canon = self
+                        .cx
+                        .packs
+                        .type_of_path(parent)
+                        .map_or(parent.to_string(), |(_, p)| p.clone());
+                    return Some(Ty::simple(canon));
+                }
+                let parent_last = parent.rsplit("::").next().unwrap_or(parent);
+                match (parent_last, last) {
+                    ("Arc" | "Rc" | "Box" | "Mutex" | "RwLock" | "RefCell" | "Cell", "new") => {
+                        let inner = c.args.first().and_then(rec);
+                        return Some(Ty {
+                            path: parent.to_string(),
+                            args: inner.into_iter().collect(),
+                        });
+                    }
+                    ("", "Some" | "Ok") => return c.args.first().and_then(rec),
+                    // `Arc::clone(&mgr)` is the same manager.
+                    ("Arc" | "Rc", "clone") => return c.args.first().and_then(rec),
+                    _ => {}
+                }
+                if let Some(t) = matchers::pack_fn_return_type(self, &path) {
+                    return Some(t);
+                }
+                self.cx.index.fn_return(&path)
+            }
+            Expr::Macro(m) => matchers::pack_macro_type(self, m),
+            _ => None,
+        };
+        ty.map(|t| self.cx.index.normalize(&t))
+    }
+
+    /// Does the function return a future (`impl Future`, `BoxFuture`, `Pin<Box<dyn Future>>`)?
+    pub(super) fn returns_future(&self) -> bool {
+        self.ret.as_ref().is_some_and(|t| {
+            matches!(
+                t.peeled().last_segment(),
+                "Future" | "BoxFuture" | "LocalBoxFuture" | "IntoFuture"
+            )
+        })
+    }
+
+    /// `Client::builder().url(u).build().await?` is a `Client`: a builder chain that ends in a
+    /// finishing call gives the type whose `builder()` started it, when that type is a lock
+    /// type or an item of the program (not every builder builds its own type; those that do
+    /// not are left unknown).
+    pub(super) fn built_by(&self, m: &syn::ExprMethodCall) -> Option<Ty> {
+        if !matches!(
+            m.method.to_string().as_str(),
+            "build" | "connect" | "finish" | "open" | "create" | "build_async" | "connect_lazy"
+        ) {
+            return None;
+        }
+        let mut cur = &*m.receiver;
+        loop {
+            match cur {
+                Expr::MethodCall(inner) => cur = &inner.receiver,
+                Expr::Await(a) => cur = &a.base,
+                Expr::Try(t) => cur = &t.expr,
+                Expr::Call(c) => {
+                    let Expr::Path(f) = &*c.func else { return None };
+                    let path = self.resolve(&f.path);
+                    let (parent, last) = path.rsplit_once("::")?;
+                    // `Client::builder()…` or `ClientBuilder::new(..)…`: both build a `Client`.
+                    let parent = if last.ends_with("builder") {
+                        parent.to_string()
+                    } else {
+                        match parent.strip_suffix("Builder") {
+                            Some(built) if !built.ends_with("::") && !built.is_empty() => {
+                                built.to_string()
+                            }
+                            _ => return None,
+                        }
+                    };
+                    let parent = parent.as_str();
+                    let ty = match self.cx.packs.type_of_path(parent) {
+                        Some((_, canon)) => canon.clone(),
+                        None if self.cx.index.knows(parent) => parent.to_string(),
+                        None => return None,
+                    };
+                    return Some(Ty::simple(ty));
+                }
+                _ => return None,
+            }
+        }
+    }
+}
+
+impl Lookup for Walker<'_, '_> {
+    fn local(&self, name: &str) -> Option<&Expr> {
+        self.lookup(name).and_then(|l| l.init)
+    }
+
+    fn constant(&self, path: &syn::Path) -> Option<Value> {
+        ConstEnv {
+            w: self,
+            visiting: std::cell::RefCell::new(Vec::new()),
+        }
+        .constant(path)
+    }
+
+    fn resolve_fn(&self, path: &syn::Path) -> String {
+        self.resolve(path)
+    }
+
+    fn include(&self, rel: &str) -> Option<String> {
+        crate::model::lua::read_include(&self.cx.source.path, rel)
+    }
+
+    fn field(&self, base: &Expr, member: &syn::Member) -> Option<Value> {
+        let ty = self.type_of(base)?;
+        let syn::Member::Named(name) = member else {
+            return None;
+        };
+        let inits = self
+            .out
+            .field_inits
+            .get(ty.peeled().last_segment(), &name.to_string())?;
+        // Initialisers read the constructor's locals, which are out of scope here.
+        inits.iter().find_map(|src| {
+            let e: Expr = syn::parse_str(src).ok()?;
+            let env = ConstEnv {
+                w: self,
+                visiting: std::cell::RefCell::new(Vec::new()),
+            };
+            crate::model::eval::eval(&e, &env)
+        })
+    }
+}
+
+/// How many constants one value may be computed through (`A = B * 2`, `B = C + 1`, …).
+const MAX_CONST_CHAIN: usize = 32;
+
+/// Evaluation inside a constant's initialiser: no locals. It remembers the constants being
+/// evaluated: one defined through itself (`const A: u64 = B; const B: u64 = A;`, which does not
+/// compile but is met while editing) is unknown, never an endless recursion.
+struct ConstEnv<'w, 'a, 'c> {
+    w: &'w Walker<'a, 'c>,
+    visiting: std::cell::RefCell<Vec<String>>,
+}
+
+impl Lookup for ConstEnv<'_, '_, '_> {
+    fn local(&self, _: &str) -> Option<&Expr> {
+        None
+    }
+    fn constant(&self, path: &syn::Path) -> Option<Value> {
+        let canon = self.w.resolve(path);
+        let (src, _module) = self.w.cx.index.constant(&canon)?;
+        {
+            let mut visiting = self.visiting.borrow_mut();
+            if visiting.len() >= MAX_CONST_CHAIN || visiting.contains(&canon) {
+                return None;
+            }
+            visiting.push(canon);
+        }
+        let value = syn::parse_str::<Expr>(src)
+            .ok()
+            .and_then(|expr| crate::model::eval::eval(&expr, self));
+        self.visiting.borrow_mut().pop();
+        value
+    }
+    fn resolve_fn(&self, path: &syn::Path) -> String {
+        self.w.resolve(path)
+    }
+}
