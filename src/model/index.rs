@@ -490,6 +490,9 @@ fn ty_depth(
 /// How deeply types are followed into their generic arguments.
 const MAX_TYPE_DEPTH: usize = 32;
 
+/// How many nodes one normalized type may have (a real type has a handful).
+const MAX_TYPE_NODES: usize = 512;
+
 /// `target` with each of `params` replaced by the argument in its place.
 fn substitute(target: &Ty, params: &[String], args: &[Ty], depth: usize) -> Ty {
     if target.args.is_empty()
@@ -660,13 +663,20 @@ impl CrateIndex {
     /// (`crate::Result<Lease>`, for `type Result<T> = std::result::Result<T, Error>`, is
     /// `std::result::Result<Lease, crate::Error>`).
     pub fn normalize(&self, ty: &Ty) -> Ty {
-        self.normalize_depth(ty, 0)
+        let mut budget = MAX_TYPE_NODES;
+        self.normalize_depth(ty, 0, &mut budget)
     }
 
-    fn normalize_depth(&self, ty: &Ty, depth: usize) -> Ty {
+    fn normalize_depth(&self, ty: &Ty, depth: usize, budget: &mut usize) -> Ty {
+        // Bounded in depth and in size: aliases may refer to themselves (`type A = Vec<A>;`) in
+        // code that does not compile, and an alias that uses a parameter twice doubles its
+        // argument at each expansion (diesel's `type Eq<L, R> = Grouped<Eq<L, AsExpr<R, L>>>`):
+        // past the budget, a type keeps its path and loses its arguments.
+        if *budget == 0 {
+            return Ty::simple(ty.path.clone());
+        }
+        *budget -= 1;
         let mut t = ty.clone();
-        // Bounded: aliases may refer to themselves (`type A = Vec<A>;`) in code that does not
-        // compile, and types may nest deeply.
         if depth > MAX_TYPE_DEPTH {
             return t;
         }
@@ -683,7 +693,7 @@ impl CrateIndex {
         t.args = t
             .args
             .iter()
-            .map(|a| self.normalize_depth(a, depth + 1))
+            .map(|a| self.normalize_depth(a, depth + 1, budget))
             .collect();
         t
     }
@@ -827,33 +837,43 @@ impl CrateView {
         }
     }
 
+    /// Expands the crate's aliases and re-exports (its index does that), then settles the paths
+    /// that lead into a dependency, in that dependency's view. Each node of the type is visited
+    /// once: the crate's own expansion is never repeated on what it produced (an alias whose
+    /// target contains itself would otherwise grow without end), and the walk stops at the same
+    /// depth as the index's.
     pub fn normalize(&self, ty: &Ty) -> Ty {
-        let path = self.own_path(ty.path.clone());
-        let args = || ty.args.iter().map(|a| self.normalize(a)).collect();
-        if let Some((name, view, inner)) = self.dep_of(&path) {
-            let mut out = reroot_ty(&view.normalize(&Ty::simple(inner)), name);
-            if out.args.is_empty() {
-                out.args = args();
-            }
-            return out;
-        }
-        let out = self.own.normalize(&Ty {
-            path,
+        let t = Ty {
+            path: self.own_path(ty.path.clone()),
             args: ty.args.clone(),
-        });
-        // An own alias or re-export may lead into a dependency.
-        match self.dep_of(&out.path) {
+        };
+        let t = if self.dep_of(&t.path).is_some() {
+            t
+        } else {
+            self.own.normalize(&t)
+        };
+        self.settle_deps(&t, 0)
+    }
+
+    fn settle_deps(&self, t: &Ty, depth: usize) -> Ty {
+        if depth > MAX_TYPE_DEPTH {
+            return t.clone();
+        }
+        let path = self.own_path(t.path.clone());
+        let args: Vec<Ty> = t
+            .args
+            .iter()
+            .map(|a| self.settle_deps(a, depth + 1))
+            .collect();
+        match self.dep_of(&path) {
             Some((name, view, inner)) => {
-                let mut again = reroot_ty(&view.normalize(&Ty::simple(inner)), name);
-                if again.args.is_empty() {
-                    again.args = out.args.iter().map(|a| self.normalize(a)).collect();
+                let mut out = reroot_ty(&view.normalize(&Ty::simple(inner)), name);
+                if out.args.is_empty() {
+                    out.args = args;
                 }
-                again
+                out
             }
-            None => Ty {
-                path: out.path,
-                args: out.args.iter().map(|a| self.normalize(a)).collect(),
-            },
+            None => Ty { path, args },
         }
     }
 
