@@ -25,6 +25,9 @@ pub enum Where {
     Code,
     /// In code or in a literal: an SQL function travels inside a string.
     CodeOrLiteral,
+    /// In a literal only: an SQL function in the other letter case than its pack writes it
+    /// (`get_lock` in SQL text; in code, `release_lock()` is a common method name).
+    Literal,
     /// Anywhere, comments included: `lockaudit:` directives.
     Anywhere,
 }
@@ -112,8 +115,8 @@ impl Words {
             }
             let regions = regions.get_or_insert_with(|| lex::regions(text));
             match lex::region_at(regions, s).map(|r| r.kind) {
-                None => true,
-                Some(lex::Kind::Literal) => place == Where::CodeOrLiteral,
+                None => place != Where::Literal,
+                Some(lex::Kind::Literal) => matches!(place, Where::CodeOrLiteral | Where::Literal),
                 Some(lex::Kind::Comment(_)) => false,
             }
         })
@@ -125,6 +128,18 @@ pub fn pack_triggers(packs: &PackSet) -> Vec<(String, Where)> {
     let mut out = vec![("lockaudit".to_string(), Where::Anywhere)];
     let mut paths: Vec<&str> = Vec::new();
     for pack in &packs.packs {
+        // An HTTP pack (Consul over reqwest) is about URLs, not about its client crate: a file
+        // that sends such a request writes a piece of the URL (`/v1/kv/`, `acquire=`) in a
+        // literal, while every file using reqwest or http would be far too many.
+        if !pack.calls.is_empty() && pack.calls.iter().all(|c| c.url_arg.is_some()) {
+            out.extend(
+                pack.calls
+                    .iter()
+                    .flat_map(|c| c.url_contains.iter())
+                    .map(|f| (f.clone(), Where::Literal)),
+            );
+            continue;
+        }
         for t in &pack.types {
             paths.push(&t.path);
             paths.extend(t.aliases.iter().map(String::as_str));
@@ -140,13 +155,18 @@ pub fn pack_triggers(packs: &PackSet) -> Vec<(String, Where)> {
             paths.extend(c.in_scope.iter().map(String::as_str));
         }
         paths.extend(pack.pack.command_builders.iter().map(String::as_str));
-        // SQL is case-insensitive: `GET_LOCK` is also written `get_lock`.
+        // SQL is case-insensitive: `GET_LOCK` is also written `get_lock`, in SQL text. As the
+        // pack writes it, the name also counts in code (diesel's `define_sql_function!`).
         out.extend(pack.sql.iter().flat_map(|s| {
+            let other = if s.function.bytes().any(|b| b.is_ascii_lowercase()) {
+                s.function.to_ascii_uppercase()
+            } else {
+                s.function.to_ascii_lowercase()
+            };
             [
-                s.function.to_ascii_lowercase(),
-                s.function.to_ascii_uppercase(),
+                (s.function.clone(), Where::CodeOrLiteral),
+                (other, Where::Literal),
             ]
-            .map(|f| (f, Where::CodeOrLiteral))
         }));
         out.extend(
             pack.pack
