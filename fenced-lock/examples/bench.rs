@@ -5,6 +5,13 @@
 //! Needs PostgreSQL on 127.0.0.1:5432 (`FENCED_LOCK_PG`), Redis on 127.0.0.1:6379
 //! (`FENCED_LOCK_REDIS`) and the `etcd` binary (it starts its own etcd on loopback).
 //! `BENCH_SECS` sets the length of each measurement (default 1).
+//! `BENCH_ONLY=memory,postgres,redis,rslock,etcd` picks sections.
+//!
+//! The `rslock` section compares fenced-lock's Redis backend with rslock (Redlock on
+//! one server) and a raw `SET NX PX` + Lua compare-and-delete on the same Redis in
+//! one run: `BENCH_ROUNDS` rounds (default 5) of `BENCH_SECS` per system and case,
+//! the order of the systems rotated per round, medians over rounds. Under one
+//! shared key it also prints each task's acquisition count (fairness).
 //!
 //! Raw primitives (what a hand-rolled lock would send):
 //! * memory: insert/remove in a `Mutex<HashMap>`;
@@ -386,7 +393,221 @@ async fn main() {
     if on("redis") {
         bench_redis(workers).await;
     }
+    if on("rslock") {
+        bench_redis_vs_rslock(workers).await;
+    }
     if on("etcd") {
         bench_etcd(workers).await;
+    }
+}
+
+/// One Redis lock implementation in the rslock comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RedisLock {
+    FencedLock,
+    Rslock,
+    Raw,
+}
+
+#[derive(Clone)]
+struct RedisCtx {
+    fenced: RedisBackend,
+    rslock: rslock::LockManager,
+    raw: redis::aio::MultiplexedConnection,
+    cad: Arc<redis::Script>,
+    prefix: String,
+}
+
+/// One acquire + release. Under contention each system waits its own way:
+/// fenced-lock's bounded `acquire`, rslock's `acquire_no_guard` (retries until
+/// it gets the lock), raw `SET NX` with jittered exponential backoff.
+async fn redis_op(ctx: &RedisCtx, sys: RedisLock, key: &str, contended: bool) {
+    match sys {
+        RedisLock::FencedLock => {
+            let l = if contended {
+                ctx.fenced.acquire(key, TTL, Duration::from_secs(60)).await
+            } else {
+                ctx.fenced
+                    .try_acquire(key, TTL)
+                    .await
+                    .map(|l| l.expect("free"))
+            }
+            .expect("fenced-lock acquire");
+            assert!(ctx.fenced.release(l).await.unwrap());
+        }
+        RedisLock::Rslock => {
+            let k = format!("{}rs:{key}", ctx.prefix);
+            let l = if contended {
+                ctx.rslock.acquire_no_guard(k.as_bytes(), TTL).await
+            } else {
+                ctx.rslock.lock(k.as_bytes(), TTL).await
+            }
+            .expect("rslock acquire");
+            ctx.rslock.unlock(&l).await;
+        }
+        RedisLock::Raw => {
+            let k = format!("{}raw:{key}", ctx.prefix);
+            let mut conn = ctx.raw.clone();
+            let owner = format!("{:032x}", rand::random::<u128>());
+            let mut backoff = Duration::from_millis(2);
+            loop {
+                let ok: Option<String> = redis::cmd("SET")
+                    .arg(&k)
+                    .arg(&owner)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(TTL.as_millis() as u64)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                if ok.is_some() {
+                    break;
+                }
+                assert!(contended, "raw SET NX failed on a free key");
+                tokio::time::sleep(backoff.mul_f64(rand::random_range(0.5..1.0))).await;
+                backoff = (backoff * 2).min(Duration::from_millis(100));
+            }
+            let n: i64 = ctx
+                .cad
+                .key(&k)
+                .arg(&owner)
+                .invoke_async(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!(n, 1);
+        }
+    }
+}
+
+/// Runs `sys` in `tasks` tasks for `dur`; returns ops/s and each task's count.
+async fn redis_round(
+    ctx: &RedisCtx,
+    sys: RedisLock,
+    tasks: usize,
+    contended: bool,
+    dur: Duration,
+) -> (f64, Vec<u64>) {
+    let start = Instant::now();
+    let deadline = start + dur;
+    let mut joins = Vec::new();
+    for w in 0..tasks {
+        let ctx = ctx.clone();
+        joins.push(tokio::spawn(async move {
+            let key = if contended {
+                "hot".to_string()
+            } else {
+                format!("k{w}")
+            };
+            let mut n = 0u64;
+            while Instant::now() < deadline {
+                redis_op(&ctx, sys, &key, contended).await;
+                n += 1;
+            }
+            n
+        }));
+    }
+    let mut counts = Vec::new();
+    for j in joins {
+        counts.push(j.await.expect("bench task"));
+    }
+    let total: u64 = counts.iter().sum();
+    (total as f64 / start.elapsed().as_secs_f64(), counts)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+async fn bench_redis_vs_rslock(workers: usize) {
+    let rounds = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+        .unwrap_or(5)
+        .max(1);
+    let prefix = format!("fl-bench-rs-{}:", run_id());
+    let fenced = RedisBackend::connect_with(&redis_url(), RedisOptions::default().prefix(&prefix))
+        .await
+        .expect("Redis");
+    let raw = redis::Client::open(redis_url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .expect("Redis");
+    let ctx = RedisCtx {
+        fenced,
+        rslock: rslock::LockManager::new(vec![redis_url()]),
+        raw,
+        cad: Arc::new(redis::Script::new(
+            "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+        )),
+        prefix: prefix.clone(),
+    };
+    let systems = [RedisLock::FencedLock, RedisLock::Rslock, RedisLock::Raw];
+    println!(
+        "redis vs rslock vs raw SET NX PX + Lua CAD on {}: {rounds} rounds x {:?}, order rotated per round, medians",
+        redis_url(),
+        secs()
+    );
+    for (contended, tasks) in [(false, 1), (false, workers), (true, workers)] {
+        for &sys in &systems {
+            redis_round(&ctx, sys, tasks, contended, Duration::from_millis(300)).await;
+        }
+        let mut rate: Vec<Vec<f64>> = vec![Vec::new(); 3];
+        // fenced-lock's time per op over the other's: rslock ops / fenced ops.
+        let (mut vs_rslock, mut vs_raw) = (Vec::new(), Vec::new());
+        let mut fairness: Vec<Vec<f64>> = vec![Vec::new(); 3];
+        let mut last_counts: Vec<Vec<u64>> = vec![Vec::new(); 3];
+        for r in 0..rounds {
+            let mut this = [0.0; 3];
+            for i in 0..3 {
+                let idx = (i + r) % 3;
+                let (ops, counts) = redis_round(&ctx, systems[idx], tasks, contended, secs()).await;
+                let (lo, hi) = (counts.iter().min().copied(), counts.iter().max().copied());
+                fairness[idx].push(lo.unwrap_or(0) as f64 / hi.unwrap_or(1).max(1) as f64);
+                rate[idx].push(ops);
+                last_counts[idx] = counts;
+                this[idx] = ops;
+            }
+            vs_rslock.push(this[1] / this[0]);
+            vs_raw.push(this[2] / this[0]);
+        }
+        let case = if contended {
+            "one shared key"
+        } else {
+            "key per task"
+        };
+        println!(
+            "redis vs rslock {case:<14} {tasks:>2} task(s)  fenced-lock {:>7.0}/s  rslock {:>7.0}/s  raw {:>7.0}/s  fenced-lock time / rslock {:.2}x  / raw {:.2}x",
+            median(rate[0].clone()),
+            median(rate[1].clone()),
+            median(rate[2].clone()),
+            median(vs_rslock),
+            median(vs_raw),
+        );
+        if contended {
+            for i in 0..3 {
+                println!(
+                    "  fairness {:<10} per-task acquisitions (last round) {:?}  min/max median {:.2}",
+                    format!("{:?}", systems[i]),
+                    last_counts[i],
+                    median(fairness[i].clone())
+                );
+            }
+        }
+    }
+    let mut c = ctx.raw.clone();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}*"))
+        .query_async(&mut c)
+        .await
+        .unwrap_or_default();
+    if !keys.is_empty() {
+        let _ = redis::cmd("DEL").arg(keys).exec_async(&mut c).await;
     }
 }
