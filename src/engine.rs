@@ -725,16 +725,7 @@ impl Phase<'_> {
                 })
                 .collect()
         });
-        for (i, r) in reread {
-            match r {
-                Ok(Some(text)) => state[i] = FileState::Wanted(text),
-                Ok(None) => {}
-                Err(e) => {
-                    errors.push(e);
-                    state[i] = FileState::Failed;
-                }
-            }
-        }
+        mark_wanted(reread, state, errors);
         self.parse_wanted(state, indexes, errors)
     }
 
@@ -969,6 +960,15 @@ fn widen(
             })
             .collect()
     });
+    mark_wanted(reread, state, errors);
+}
+
+/// Files read again for a closure: those whose text came back are to be parsed.
+fn mark_wanted(
+    reread: Vec<(usize, Result<Option<String>, FileError>)>,
+    state: &mut [FileState],
+    errors: &mut Vec<FileError>,
+) {
     for (i, r) in reread {
         match r {
             Ok(Some(text)) => state[i] = FileState::Wanted(text),
