@@ -199,7 +199,17 @@ fn eval_macro(mac: &syn::Macro, env: &dyn Lookup, depth: usize) -> Option<Value>
                     rest = &tail[2..];
                 } else if tail.starts_with('{') {
                     let end = tail.find('}').unwrap_or(tail.len() - 1);
-                    let val = args.next().and_then(|a| eval_depth(a, env, depth + 1));
+                    // `{name}` (or `{name:?}`) captures a local; `{}`, `{0}`, `{:x}` take an argument.
+                    let spec = &tail[1..end.max(1)];
+                    let name = spec.split(':').next().unwrap_or("");
+                    let captured = !name.is_empty()
+                        && name.chars().all(|c| c.is_alphanumeric() || c == '_')
+                        && !name.starts_with(|c: char| c.is_ascii_digit());
+                    let val = if captured {
+                        env.local(name).and_then(|e| eval_depth(e, env, depth + 1))
+                    } else {
+                        args.next().and_then(|a| eval_depth(a, env, depth + 1))
+                    };
                     match val {
                         Some(Value::Str(s)) => out.push_str(&s),
                         Some(Value::Int(n)) => out.push_str(&n.to_string()),

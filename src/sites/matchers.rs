@@ -1271,6 +1271,10 @@ fn match_sql<'a>(
 /// given (`let sql = match mode { Wait => "…lock…", Try => "…try_lock…" }`), or the text of the
 /// statement it was prepared from (`let stmt = client.prepare(sql).await?`).
 fn sql_texts(w: &Walker<'_, '_>, a: &Expr, depth: usize) -> Vec<String> {
+    let chosen = chosen_texts(w, a);
+    if !chosen.is_empty() {
+        return chosen;
+    }
     if let Some(text) = eval::eval_str(a, w).or_else(|| statement_sql(w, a)) {
         return vec![text];
     }
@@ -1296,6 +1300,107 @@ fn sql_texts(w: &Walker<'_, '_>, a: &Expr, depth: usize) -> Vec<String> {
         }
     }
     out
+}
+
+/// SQL assembled from a local chosen by `if` or `match` (`let f = if tx { "pg_advisory_xact_lock" }
+/// else { "pg_advisory_lock" }; let sql = format!("SELECT {f}($1)");`): the text for each
+/// choice. At most two such locals of at most eight choices each are tried.
+fn chosen_texts(w: &Walker<'_, '_>, a: &Expr) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let add = |tokens: proc_macro2::TokenStream, names: &mut Vec<String>| {
+        let mut todo = vec![tokens];
+        while let Some(ts) = todo.pop() {
+            for t in ts {
+                match t {
+                    proc_macro2::TokenTree::Ident(i) => names.push(i.to_string()),
+                    proc_macro2::TokenTree::Group(g) => todo.push(g.stream()),
+                    // `format!("SELECT {func}($1)")` captures `func` inside the literal.
+                    proc_macro2::TokenTree::Literal(l) => {
+                        let text = l.to_string();
+                        let mut rest = text.as_str();
+                        while let Some(i) = rest.find('{') {
+                            rest = &rest[i + 1..];
+                            let end = rest
+                                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                                .unwrap_or(rest.len());
+                            if end > 0 && matches!(rest[end..].chars().next(), Some('}' | ':')) {
+                                names.push(rest[..end].to_string());
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    };
+    add(quote::ToTokens::to_token_stream(a), &mut names);
+    if let Expr::Path(p) = super::summary::peel_key(a)
+        && let Some(init) = p
+            .path
+            .get_ident()
+            .and_then(|id| w.local_init(&id.to_string()))
+    {
+        add(quote::ToTokens::to_token_stream(init), &mut names);
+    }
+    names.sort();
+    names.dedup();
+    let choices: Vec<(String, Vec<&Expr>)> = names
+        .into_iter()
+        .filter_map(|n| {
+            let alts = alternatives(w.local_init(&n)?);
+            (alts.len() > 1 && alts.len() <= 8).then_some((n, alts))
+        })
+        .take(2)
+        .collect();
+    if choices.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let first = &choices[0];
+    for &x in &first.1 {
+        let seconds: Vec<Option<&Expr>> = match choices.get(1) {
+            Some((_, alts)) => alts.iter().map(|&e| Some(e)).collect(),
+            None => vec![None],
+        };
+        for y in seconds {
+            let mut picks = vec![(first.0.as_str(), x)];
+            if let (Some((n, _)), Some(y)) = (choices.get(1), y) {
+                picks.push((n.as_str(), y));
+            }
+            if let Some(text) = eval::eval_str(a, &Chosen { inner: w, picks }) {
+                out.push(text);
+            }
+        }
+    }
+    out
+}
+
+/// An evaluation environment in which some locals take one of their possible values.
+struct Chosen<'p, 'w> {
+    inner: &'w dyn eval::Lookup,
+    picks: Vec<(&'p str, &'p Expr)>,
+}
+
+impl eval::Lookup for Chosen<'_, '_> {
+    fn local(&self, name: &str) -> Option<&Expr> {
+        self.picks
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, e)| *e)
+            .or_else(|| self.inner.local(name))
+    }
+    fn constant(&self, path: &syn::Path) -> Option<eval::Value> {
+        self.inner.constant(path)
+    }
+    fn resolve_fn(&self, path: &syn::Path) -> String {
+        self.inner.resolve_fn(path)
+    }
+    fn field(&self, base: &Expr, member: &syn::Member) -> Option<eval::Value> {
+        self.inner.field(base, member)
+    }
+    fn include(&self, rel: &str) -> Option<String> {
+        self.inner.include(rel)
+    }
 }
 
 /// The values an expression may take: the tails of a `match`'s arms or an `if`'s branches.
