@@ -190,43 +190,75 @@ fn eval_macro(mac: &syn::Macro, env: &dyn Lookup, depth: usize) -> Option<Value>
             // Only the literal text matters for what we look for (SQL function names, command
             // names); unknown placeholders become `?` rather than failing the whole string.
             let mut out = String::new();
-            let mut rest = fmt.as_str();
-            while let Some(i) = rest.find(['{', '}']) {
-                out.push_str(&rest[..i]);
-                let tail = &rest[i..];
-                if tail.starts_with("{{") || tail.starts_with("}}") {
-                    out.push_str(&tail[..1]);
-                    rest = &tail[2..];
-                } else if tail.starts_with('{') {
-                    let end = tail.find('}').unwrap_or(tail.len() - 1);
-                    // `{name}` (or `{name:?}`) captures a local; `{}`, `{0}`, `{:x}` take an argument.
-                    let spec = &tail[1..end.max(1)];
-                    let name = spec.split(':').next().unwrap_or("");
-                    let captured = !name.is_empty()
-                        && name.chars().all(|c| c.is_alphanumeric() || c == '_')
-                        && !name.starts_with(|c: char| c.is_ascii_digit());
-                    let val = if captured {
-                        env.local(name).and_then(|e| eval_depth(e, env, depth + 1))
-                    } else {
-                        args.next().and_then(|a| eval_depth(a, env, depth + 1))
-                    };
-                    match val {
-                        Some(Value::Str(s)) => out.push_str(&s),
-                        Some(Value::Int(n)) => out.push_str(&n.to_string()),
-                        _ => out.push('?'),
+            for piece in format_pieces(&fmt) {
+                let val = match piece {
+                    FormatPiece::Text(t) => {
+                        out.push_str(t);
+                        continue;
                     }
-                    rest = &tail[end + 1..];
-                } else {
-                    out.push('}');
-                    rest = &tail[1..];
+                    FormatPiece::Named(name) => {
+                        env.local(name).and_then(|e| eval_depth(e, env, depth + 1))
+                    }
+                    FormatPiece::Next => args.next().and_then(|a| eval_depth(a, env, depth + 1)),
+                };
+                match val {
+                    Some(Value::Str(s)) => out.push_str(&s),
+                    Some(Value::Int(n)) => out.push_str(&n.to_string()),
+                    _ => out.push('?'),
                 }
             }
-            out.push_str(rest);
             Some(Value::Str(out))
         }
         "stringify" => Some(Value::Str(mac.tokens.to_string())),
         _ => None,
     }
+}
+
+/// A piece of a `format!` string.
+#[derive(Debug, PartialEq)]
+pub enum FormatPiece<'a> {
+    Text(&'a str),
+    /// `{}`, `{0}`, `{:x}`: the next argument.
+    Next,
+    /// `{name}`, `{name:?}`: the local `name`, captured inline.
+    Named(&'a str),
+}
+
+/// Splits a `format!` string into text and placeholders (`{{` and `}}` are text). Never fails:
+/// an unclosed `{` at the end is a placeholder, a lone `}` is text.
+pub fn format_pieces(fmt: &str) -> Vec<FormatPiece<'_>> {
+    let mut out = Vec::new();
+    let mut rest = fmt;
+    while let Some(i) = rest.find(['{', '}']) {
+        if i > 0 {
+            out.push(FormatPiece::Text(&rest[..i]));
+        }
+        let tail = &rest[i..];
+        if tail.starts_with("{{") || tail.starts_with("}}") {
+            out.push(FormatPiece::Text(&tail[..1]));
+            rest = &tail[2..];
+        } else if tail.starts_with('{') {
+            let end = tail.find('}').unwrap_or(tail.len() - 1);
+            let spec = &tail[1..end.max(1)];
+            let name = spec.split(':').next().unwrap_or("").trim();
+            let captured = !name.is_empty()
+                && name.chars().all(|c| c.is_alphanumeric() || c == '_')
+                && !name.starts_with(|c: char| c.is_ascii_digit());
+            out.push(if captured {
+                FormatPiece::Named(name)
+            } else {
+                FormatPiece::Next
+            });
+            rest = &tail[end + 1..];
+        } else {
+            out.push(FormatPiece::Text("}"));
+            rest = &tail[1..];
+        }
+    }
+    if !rest.is_empty() {
+        out.push(FormatPiece::Text(rest));
+    }
+    out
 }
 
 fn lit(l: &syn::Lit) -> Option<Value> {
@@ -363,6 +395,29 @@ fn is_duration_type(fn_path: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn format_strings_split_into_text_and_placeholders() {
+        use FormatPiece::*;
+        assert_eq!(
+            format_pieces("SELECT {}({key}) {{x}} {0:?}"),
+            vec![
+                Text("SELECT "),
+                Next,
+                Text("("),
+                Named("key"),
+                Text(") "),
+                Text("{"),
+                Text("x"),
+                Text("}"),
+                Text(" "),
+                Next
+            ]
+        );
+        // Strings that do not compile still split, without a panic.
+        assert_eq!(format_pieces("a{"), vec![Text("a"), Next]);
+        assert_eq!(format_pieces("}{"), vec![Text("}"), Next]);
+    }
+
     use super::*;
 
     struct Env;

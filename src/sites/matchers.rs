@@ -508,40 +508,22 @@ fn url_template(w: &Walker<'_, '_>, e: &Expr, depth: usize) -> Option<String> {
                 _ => return None,
             };
             let mut out = String::new();
-            let mut rest = fmt.as_str();
-            while let Some(i) = rest.find(['{', '}']) {
-                out.push_str(&rest[..i]);
-                let tail = &rest[i..];
-                if tail.starts_with("{{") || tail.starts_with("}}") {
-                    out.push_str(&tail[..1]);
-                    rest = &tail[2..];
-                    continue;
-                }
-                if let Some(after) = tail.strip_prefix('}') {
-                    out.push('}');
-                    rest = after;
-                    continue;
-                }
-                let end = tail.find('}').unwrap_or(tail.len() - 1);
-                let inner = &tail[1..end];
-                let name = inner.split(':').next().unwrap_or("").trim();
-                if name.is_empty() || name.chars().all(|c| c.is_ascii_digit()) {
-                    match args.next() {
+            for piece in eval::format_pieces(&fmt) {
+                match piece {
+                    eval::FormatPiece::Text(t) => out.push_str(t),
+                    eval::FormatPiece::Next => match args.next() {
                         Some(a) => out.push_str(&rec(a).unwrap_or_else(|| hole(a))),
                         None => out.push_str("{?}"),
-                    }
-                } else {
+                    },
                     // An inline capture (`{key}`): a local or a parameter of that name.
-                    match w.local_init(name) {
+                    eval::FormatPiece::Named(name) => match w.local_init(name) {
                         Some(init) => {
                             out.push_str(&rec(init).unwrap_or_else(|| format!("{{{name}}}")))
                         }
                         None => out.push_str(&format!("{{{name}}}")),
-                    }
+                    },
                 }
-                rest = &tail[end + 1..];
             }
-            out.push_str(rest);
             out
         }
         other => eval::eval_str(other, w).unwrap_or_else(|| hole(other)),
