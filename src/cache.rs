@@ -14,7 +14,7 @@ use xxhash_rust::xxh3::Xxh3;
 
 use crate::diag::FileError;
 use crate::lints::{self, Level};
-use crate::report::{Finding, SiteRecord};
+use crate::report::{Finding, Fix, SiteRecord};
 
 /// A file's results as stored.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -42,6 +42,7 @@ pub struct CachedFinding {
     pub line_text: String,
     pub context: String,
     pub utf16: (usize, usize),
+    pub fix: Option<Fix>,
 }
 
 impl CachedFinding {
@@ -61,6 +62,7 @@ impl CachedFinding {
             line_text: f.line_text.clone(),
             context: f.context.clone(),
             utf16: f.utf16,
+            fix: f.fix.clone(),
         }
     }
 
@@ -84,6 +86,7 @@ impl CachedFinding {
             line_text: self.line_text,
             context: self.context,
             utf16: self.utf16,
+            fix: self.fix,
         })
     }
 }

@@ -1551,6 +1551,7 @@ fn make_finding(
         end_column,
         message: v.message,
         help: v.help,
+        fix: v.fix,
         fingerprint: String::new(),
         line_text: crate::report::normalize_line(line_prefix(src.line(line))),
         context: v.context,

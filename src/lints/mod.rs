@@ -67,6 +67,8 @@ pub struct Violation {
     pub fn_line: Option<usize>,
     /// The enclosing function's path, for fingerprints.
     pub context: String,
+    /// A mechanical fix (see `report::Fix`).
+    pub fix: Option<crate::report::Fix>,
 }
 
 /// What file-level rules see: the file's classified sites, its other lock calls, and its

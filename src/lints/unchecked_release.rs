@@ -44,6 +44,7 @@ pub fn check(view: &FileView<'_>, _: &RuleOptions) -> Vec<Violation> {
             help: "release with compare-and-delete (a Lua script comparing the owner token) so a stale holder cannot delete someone else's lock".into(),
             fn_line: Some(e.fn_line),
             context: e.function.clone(),
+            fix: None,
         })
         .collect()
 }

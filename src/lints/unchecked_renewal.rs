@@ -98,6 +98,7 @@ pub fn check(view: &FileView<'_>, _: &RuleOptions) -> Vec<Violation> {
             help: "renew with an owner check (compare the stored token in one script, or fenced-lock's renew) and stop the work when renewal fails".into(),
             fn_line: Some(e.fn_line),
             context: e.function.clone(),
+            fix: None,
         });
     }
     out

@@ -41,6 +41,7 @@ pub fn check(view: &FileView<'_>, _: &RuleOptions) -> Vec<Violation> {
             help: "measure lease validity with std::time::Instant (monotonic), taken before the acquire request".into(),
             fn_line: Some(c.fn_line),
             context: c.function.clone(),
+            fix: None,
         })
         .collect()
 }

@@ -94,6 +94,32 @@ pub struct Finding {
     /// UTF-16 columns, for SARIF.
     #[serde(skip)]
     pub utf16: (usize, usize),
+    /// A mechanical, behaviour-preserving fix, when the rule knows one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<Fix>,
+}
+
+/// A fix: edits to apply together, all in the finding's file.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct Fix {
+    /// What the fix does, imperative (`Use one SET … NX PX`).
+    pub message: String,
+    /// Non-overlapping edits, sorted by `start`.
+    pub edits: Vec<Edit>,
+}
+
+/// Replace `start..end` (byte offsets into the file as read) with `replacement`. The line and
+/// column pairs (1-based lines, 0-based character columns, as in findings) locate the same range
+/// for formats that want them.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct Edit {
+    pub start: usize,
+    pub end: usize,
+    pub start_line: usize,
+    pub start_column: usize,
+    pub end_line: usize,
+    pub end_column: usize,
+    pub replacement: String,
 }
 
 /// The whole result of a run.
