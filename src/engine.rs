@@ -821,6 +821,19 @@ fn with_wrappers(base: &PackSet, wrappers: &[WrapperCandidate]) -> Result<PackSe
             if w.sql_arg.is_some() {
                 let name = w.canonical.rsplit("::").next().unwrap_or(&w.canonical);
                 p.pack.sql_calls.push(name.to_string());
+            } else if let Some((api, arg)) = &w.forwards {
+                // Each variant of the primitive (`when-fields`), now read in the helper's argument.
+                let variants: Vec<CallDef> = p
+                    .calls
+                    .iter()
+                    .filter(|d| {
+                        d.fields_arg.is_some()
+                            && d.via.is_none()
+                            && (d.method.as_ref() == Some(api) || d.function.as_ref() == Some(api))
+                    })
+                    .map(|d| CallDef::forwarding(d, w, *arg))
+                    .collect();
+                p.calls.extend(variants);
             } else {
                 p.calls.push(CallDef::wrapper(w));
             }

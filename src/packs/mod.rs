@@ -255,6 +255,19 @@ pub struct CallDef {
     /// (`Compare::create_revision(_, CompareOp::Equal, 0)`).
     #[serde(default)]
     pub when_calls: Vec<String>,
+    /// The argument holding the object written (a `json!` literal or a struct, followed through
+    /// locals), read by `when-fields` and `fields-unknown`.
+    #[serde(default)]
+    pub fields_arg: Option<usize>,
+    /// The call is this kind only if the object sets each of these fields (`holderIdentity`) to
+    /// a value, or clears it (`holderIdentity=`: `""`, `null`, `None`). Names compare without
+    /// case, `_` or `-`.
+    #[serde(default)]
+    pub when_fields: Vec<String>,
+    /// The call is this kind only if the object could not be read (the fallback after the
+    /// `when-fields` variants of the same method).
+    #[serde(default)]
+    pub fields_unknown: bool,
     /// The argument that is a URL (an HTTP request: `client.put(url)`), read as a template:
     /// literals, `format!`, `+` and locals, with what is not known written `{expr}`.
     #[serde(default)]
@@ -359,6 +372,9 @@ impl CallDef {
             options_arg: None,
             when: Vec::new(),
             when_calls: Vec::new(),
+            fields_arg: None,
+            when_fields: Vec::new(),
+            fields_unknown: false,
             url_arg: None,
             url_contains: Vec::new(),
             url_key_after: None,
@@ -390,6 +406,36 @@ impl CallDef {
                 pipeline: w.pipeline.clone(),
                 handle: w.handle,
             }),
+        }
+    }
+}
+
+impl CallDef {
+    /// A primitive's variant as a helper that forwards its `fields-arg` (see
+    /// `WrapperCandidate::forwards`): the helper's name and receiver, the primitive's conditions.
+    pub fn forwarding(
+        primitive: &CallDef,
+        w: &crate::sites::WrapperCandidate,
+        arg: usize,
+    ) -> CallDef {
+        let own = CallDef::wrapper(w);
+        CallDef {
+            receiver: own.receiver,
+            in_scope: Vec::new(),
+            function: own.function,
+            method: own.method,
+            fields_arg: Some(arg),
+            // The primitive's other arguments are the helper's own business.
+            key_arg: None,
+            ttl_arg: None,
+            lease_arg: None,
+            lease_id_arg: None,
+            options_arg: None,
+            url_arg: None,
+            ttl_options_arg: None,
+            returns: w.returns,
+            via: own.via,
+            ..primitive.clone()
         }
     }
 }
@@ -515,6 +561,16 @@ impl Pack {
             if !c.when.is_empty() && c.options_arg.is_none() {
                 return Err(bad(format!(
                     "{at}has `when` but no `options-arg` to look in"
+                )));
+            }
+            if (!c.when_fields.is_empty() || c.fields_unknown) && c.fields_arg.is_none() {
+                return Err(bad(format!(
+                    "{at}has `when-fields` or `fields-unknown` but no `fields-arg` to read"
+                )));
+            }
+            if !c.when_fields.is_empty() && c.fields_unknown {
+                return Err(bad(format!(
+                    "{at}has both `when-fields` and `fields-unknown`: one call cannot be both"
                 )));
             }
             if (!c.url_contains.is_empty() || c.url_key_after.is_some()) && c.url_arg.is_none() {

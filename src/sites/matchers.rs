@@ -179,7 +179,7 @@ pub(super) fn match_site<'a>(
             if let Some(refs) = w.cx.packs.functions.get(&path) {
                 for &r in refs {
                     let def = w.cx.packs.call(r);
-                    if options_match(w, def, &args) {
+                    if options_match(w, r.pack, def, &args) {
                         let mut found =
                             build(w, r, def, &args, None, name_span, api_of_path(&path));
                         if found.key.is_none() {
@@ -197,7 +197,7 @@ pub(super) fn match_site<'a>(
                 let recv_ty = Ty::simple(parent);
                 for &r in refs {
                     let def = w.cx.packs.call(r);
-                    if receiver_is(w, def, &recv_ty) && options_match(w, def, &args[1..]) {
+                    if receiver_is(w, def, &recv_ty) && options_match(w, r.pack, def, &args[1..]) {
                         return Some(build(
                             w,
                             r,
@@ -274,7 +274,7 @@ fn match_method<'a>(
     let by_trait = refs.iter().filter(|&&r| !declared(w.cx.packs.call(r)));
     for &r in by_declaration.chain(by_trait) {
         let def = w.cx.packs.call(r);
-        if receiver_matches(w, def, rty.as_ref()) && options_match(w, def, args) {
+        if receiver_matches(w, def, rty.as_ref()) && options_match(w, r.pack, def, args) {
             if let Some(what) = def.script {
                 match script_method(w, r.pack, what, def, args, receiver, span, name) {
                     Some(found) => return Some(found),
@@ -395,7 +395,7 @@ fn trait_in_scope(w: &Walker<'_, '_>, t: &str) -> bool {
 
 /// Options-builder conditions (`conditional_set(ExistenceCheck::NX)`, and the calls `when-calls`
 /// asks for).
-fn options_match(w: &Walker<'_, '_>, def: &CallDef, args: &[&Expr]) -> bool {
+fn options_match(w: &Walker<'_, '_>, pack: usize, def: &CallDef, args: &[&Expr]) -> bool {
     if !def.url_contains.is_empty() {
         let Some(url) = def
             .url_arg
@@ -409,6 +409,26 @@ fn options_match(w: &Walker<'_, '_>, def: &CallDef, args: &[&Expr]) -> bool {
             .iter()
             .all(|part| url.contains(part.as_str()))
         {
+            return false;
+        }
+    }
+    if let Some(i) = def.fields_arg {
+        let Some(arg) = args.get(i) else { return false };
+        // The caller's object: this call is judged where the function is called.
+        if let Some(p) = super::fields::parameter(arg, w, &|n| w.is_param(n)) {
+            let api = def.method.clone().or_else(|| def.function.clone());
+            if let Some(api) = api {
+                w.forwarded.borrow_mut().push((pack, api, p.to_string()));
+            }
+            return false;
+        }
+        let ok = match super::fields::read(arg, w) {
+            Some(f) => {
+                !def.fields_unknown && def.when_fields.iter().all(|x| super::fields::holds(&f, x))
+            }
+            None => def.fields_unknown,
+        };
+        if !ok {
             return false;
         }
     }

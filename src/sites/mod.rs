@@ -3,6 +3,7 @@
 //! type), never by a method name alone: `mutex.lock()` is not a site, `manager.lock(k, ttl)` is.
 
 mod failure;
+mod fields;
 mod matchers;
 mod pipeline;
 mod span;
@@ -159,6 +160,11 @@ pub struct WrapperCandidate {
     pub sql_arg: Option<usize>,
     /// The lock command sits in a pipeline the caller runs (returned, or passed in).
     pub pipeline: Option<PipeVia>,
+    /// For a helper that hands its parameter to the argument a pack reads with `fields-arg`
+    /// (`fn patch(&self, p: &Patch<P>) { self.api.patch(name, pp, p) }`): the primitive's
+    /// method or function and the parameter (receiver not counted). Call sites are judged by the
+    /// object they pass, as the primitive's are.
+    pub forwards: Option<(String, usize)>,
 }
 
 impl WrapperCandidate {

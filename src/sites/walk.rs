@@ -228,6 +228,7 @@ fn analyze_fn<'a>(
         deferred_region: None,
         pipe_locals: HashMap::new(),
         in_closures: HashSet::new(),
+        forwarded: std::cell::RefCell::new(Vec::new()),
     };
     w.first_site = w.out.sites.len();
     // The function's own generics shadow the impl's (`impl<K: Kv> Alloc<K>`).
@@ -275,6 +276,36 @@ fn analyze_fn<'a>(
     w.block_ends.push(region::end_of(Span::of_block(body)));
     w.visit_block(body);
     w.finish(body);
+    // A helper that hands its caller's object to a call judged by it (`fields-arg`).
+    if w.out.sites.len() == w.first_site
+        && let Some((pack, api, param)) = w.forwarded.borrow().first().cloned()
+        && let Some(index) = param_index(sig, &param)
+        && !w.out.wrappers.iter().any(|x| x.canonical == w.canonical)
+    {
+        let candidate = super::WrapperCandidate {
+            canonical: w.canonical.clone(),
+            method: w.method.clone(),
+            via: w.info.path.clone(),
+            library: cx.packs.packs[pack].pack.name.clone(),
+            kind: crate::packs::CallKind::TryAcquire,
+            returns: crate::packs::Returns::Result,
+            returns_type: None,
+            scoped: false,
+            ttl_ms: None,
+            fencing: super::Fencing::None,
+            sql: false,
+            consensus: cx.packs.packs[pack].pack.consensus,
+            backend: None,
+            qualified: false,
+            handle: false,
+            key_arg: None,
+            held: None,
+            sql_arg: None,
+            pipeline: None,
+            forwards: Some((api, index)),
+        };
+        w.out.wrappers.push(candidate);
+    }
     // A helper that runs its caller's SQL: its calls are SQL calls.
     if w.out.sites.len() == w.first_site
         && let Some((pack, arg)) = summary::sql_runner(sig, body, cx.packs)
@@ -300,9 +331,21 @@ fn analyze_fn<'a>(
             held: None,
             sql_arg: Some(arg),
             pipeline: None,
+            forwards: None,
         };
         w.out.wrappers.push(candidate);
     }
+}
+
+/// The position of a named parameter (the receiver not counted).
+fn param_index(sig: &syn::Signature, name: &str) -> Option<usize> {
+    sig.inputs
+        .iter()
+        .filter_map(|a| match a {
+            syn::FnArg::Typed(pt) => Some(pt),
+            syn::FnArg::Receiver(_) => None,
+        })
+        .position(|pt| single_name(&pt.pat).is_some_and(|n| n == name))
 }
 
 /// A local variable: its type when known, and its initialiser for value evaluation.
@@ -377,6 +420,9 @@ pub(super) struct Walker<'a, 'c> {
     /// Acquisitions inside a closure or `async` block (by span start): held by whoever runs it,
     /// never left by this function to its caller.
     in_closures: HashSet<Pos>,
+    /// Pack calls whose `fields-arg` is a parameter of this function, as (pack, the call's
+    /// method or function, the parameter): noted while matching, which only reads the walker.
+    pub(super) forwarded: std::cell::RefCell<Vec<(usize, String, String)>>,
 }
 
 impl<'a, 'c> Walker<'a, 'c> {
@@ -784,6 +830,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     held,
                     sql_arg: None,
                     pipeline,
+                    forwards: None,
                 });
             } else if let Some(flow) = &flow
                 && !self
@@ -826,6 +873,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     held: Some(held),
                     sql_arg: None,
                     pipeline,
+                    forwards: None,
                 });
             }
         }
@@ -870,6 +918,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 held,
                 sql_arg: None,
                 pipeline: None,
+                forwards: None,
             });
         }
         let has_lock_work = self.out.sites.len() > self.first_site || !self.events.is_empty();

@@ -56,6 +56,11 @@ impl<'a, 'c> Walker<'a, 'c> {
         self.lookup(name).and_then(|l| l.init)
     }
 
+    /// Is `name` a parameter of the function, not shadowed by a local with a value?
+    pub(in crate::sites) fn is_param(&self, name: &str) -> bool {
+        self.params.contains(name) && self.lookup(name).is_none_or(|l| l.init.is_none())
+    }
+
     pub(super) fn lookup(&self, name: &str) -> Option<&Local<'a>> {
         self.scopes.iter().rev().find_map(|s| s.get(name))
     }
@@ -66,16 +71,65 @@ impl<'a, 'c> Walker<'a, 'c> {
             .and_then(|l| Some((l.init?, l.args.as_slice())))
     }
 
+    /// `let patch = Patch::Merge(&patch);` reads the earlier `patch`: the initialiser is kept
+    /// with that one's initialiser in its place, so that values are followed through shadowing.
+    /// Small initialisers only (a chain of rebindings would otherwise grow without bound).
+    fn unshadowed(&self, name: &str, init: &'a Expr) -> &'a Expr {
+        const MAX_NODES: usize = 512;
+        let Some(prev) = self.lookup(name).and_then(|l| l.init) else {
+            return init;
+        };
+        if !super::idents_in(init).contains(name)
+            || expr_size(prev, MAX_NODES) >= MAX_NODES
+            || expr_size(init, MAX_NODES) >= MAX_NODES
+        {
+            return init;
+        }
+        struct Subst<'p> {
+            name: &'p str,
+            with: &'p Expr,
+        }
+        impl syn::visit_mut::VisitMut for Subst<'_> {
+            fn visit_expr_mut(&mut self, e: &mut Expr) {
+                if let Expr::Path(p) = e
+                    && p.qself.is_none()
+                    && p.path.is_ident(self.name)
+                {
+                    *e = Expr::Paren(syn::ExprParen {
+                        attrs: Vec::new(),
+                        paren_token: Default::default(),
+                        expr: Box::new(self.with.clone()),
+                    });
+                    return;
+                }
+                // A closure's parameter of the same name is another variable.
+                if matches!(e, Expr::Closure(_)) {
+                    return;
+                }
+                syn::visit_mut::visit_expr_mut(self, e);
+            }
+        }
+        let mut copy = init.clone();
+        syn::visit_mut::VisitMut::visit_expr_mut(&mut Subst { name, with: prev }, &mut copy);
+        self.keep(copy)
+    }
+
     pub(super) fn bind_types(&mut self, pat: &'a Pat, init: Option<&'a Expr>, ty: Option<Ty>) {
         match pat {
             Pat::Ident(pi) => {
+                let name = pi.ident.to_string();
+                let init = if pi.subpat.is_none() {
+                    init.map(|e| self.unshadowed(&name, e))
+                } else {
+                    None
+                };
                 let local = Local {
                     ty,
-                    init: if pi.subpat.is_none() { init } else { None },
+                    init,
                     args: Vec::new(),
                 };
                 if let Some(scope) = self.scopes.last_mut() {
-                    scope.insert(pi.ident.to_string(), local);
+                    scope.insert(name, local);
                 }
             }
             Pat::Type(pt) => {
@@ -406,4 +460,23 @@ impl Lookup for ConstEnv<'_, '_, '_> {
     fn resolve_fn(&self, path: &syn::Path) -> String {
         self.w.resolve(path)
     }
+}
+
+/// The number of expression nodes in `e`, counted up to `limit`.
+fn expr_size(e: &Expr, limit: usize) -> usize {
+    struct Count {
+        n: usize,
+        limit: usize,
+    }
+    impl<'v> syn::visit::Visit<'v> for Count {
+        fn visit_expr(&mut self, e: &'v Expr) {
+            self.n += 1;
+            if self.n < self.limit {
+                syn::visit::visit_expr(self, e);
+            }
+        }
+    }
+    let mut c = Count { n: 0, limit };
+    syn::visit::Visit::visit_expr(&mut c, e);
+    c.n
 }

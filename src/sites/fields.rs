@@ -1,0 +1,290 @@
+//! The fields an object argument sets: a `json!({…})` literal or a struct expression, followed
+//! through locals, references, one-argument wrappers (`Patch::Merge(&p)`, `Some(x)`) and the
+//! branches of `if`/`match`. Packs read them with `fields-arg` + `when-fields` to tell a write
+//! that takes a lock (`holderIdentity` set) from one that renews or clears it.
+//!
+//! Invariant: `read` answers `None` when any part of the value could not be read; a `Some` set
+//! lists every field the value can set, at any depth, so "absent" means "not written".
+
+use std::collections::BTreeMap;
+
+use proc_macro2::{TokenStream, TokenTree};
+use syn::Expr;
+
+use crate::model::eval::Lookup;
+
+/// How deep `read` follows locals and nested values.
+const MAX_DEPTH: usize = 16;
+
+/// What a written field holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    /// Some value (not known to be empty).
+    Set,
+    /// `""`, `null`, `None`, `Default::default()`: the field is cleared.
+    Cleared,
+}
+
+/// Written fields by normalised name (see `normalize`). A field set in one branch and cleared
+/// in another is `Set`: the write can take the lock.
+pub type Fields = BTreeMap<String, Written>;
+
+/// `holderIdentity`, `holder_identity` and `HolderIdentity` are one field.
+pub fn normalize(name: &str) -> String {
+    name.chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// Does a `when-fields` entry hold? `name` wants the field set, `name=` wants it cleared.
+pub fn holds(fields: &Fields, wanted: &str) -> bool {
+    match wanted.strip_suffix('=') {
+        Some(name) => fields.get(&normalize(name)) == Some(&Written::Cleared),
+        None => fields.get(&normalize(wanted)) == Some(&Written::Set),
+    }
+}
+
+/// The fields `e` sets, or `None` when it cannot be read.
+pub fn read(e: &Expr, env: &dyn Lookup) -> Option<Fields> {
+    let mut out = Fields::new();
+    expr(e, env, 0, &mut out)?;
+    Some(out)
+}
+
+/// The parameter an argument is, when it is one (`patch`, `&patch`, `patch.clone()`): the value
+/// is the caller's, so the call's kind is decided where the function is called.
+pub fn parameter<'e>(
+    e: &'e Expr,
+    env: &dyn Lookup,
+    params: &dyn Fn(&str) -> bool,
+) -> Option<&'e syn::Ident> {
+    match e {
+        Expr::Reference(r) => parameter(&r.expr, env, params),
+        Expr::Paren(p) => parameter(&p.expr, env, params),
+        Expr::MethodCall(m) if m.args.is_empty() && is_passthrough(&m.method) => {
+            parameter(&m.receiver, env, params)
+        }
+        Expr::Path(p) => {
+            let id = p.path.get_ident()?;
+            let name = id.to_string();
+            (params(&name) && env.local(&name).is_none()).then_some(id)
+        }
+        _ => None,
+    }
+}
+
+fn is_passthrough(method: &syn::Ident) -> bool {
+    matches!(
+        method.to_string().as_str(),
+        "clone" | "into" | "to_owned" | "as_ref" | "borrow"
+    )
+}
+
+fn merge(out: &mut Fields, name: String, w: Written) {
+    let slot = out.entry(name).or_insert(w);
+    if w == Written::Set {
+        *slot = Written::Set;
+    }
+}
+
+fn expr(e: &Expr, env: &dyn Lookup, depth: usize, out: &mut Fields) -> Option<()> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    let next = |x: &Expr, out: &mut Fields| expr(x, env, depth + 1, out);
+    match e {
+        Expr::Reference(r) => next(&r.expr, out),
+        Expr::Paren(p) => next(&p.expr, out),
+        Expr::Group(g) => next(&g.expr, out),
+        Expr::Try(t) => next(&t.expr, out),
+        Expr::MethodCall(m) if m.args.is_empty() && is_passthrough(&m.method) => {
+            next(&m.receiver, out)
+        }
+        // `serde_json::from_value(json!(…)).expect("valid")`
+        Expr::MethodCall(m) if m.method == "unwrap" || m.method == "expect" => {
+            next(&m.receiver, out)
+        }
+        // `Patch::Merge(&p)`, `Some(x)`, `serde_json::to_value(x)`: the value inside.
+        Expr::Call(c) if c.args.len() == 1 => next(&c.args[0], out),
+        Expr::Path(p) => {
+            let name = p.path.get_ident()?.to_string();
+            next(env.local(&name)?, out)
+        }
+        Expr::Struct(s) => {
+            for f in &s.fields {
+                let syn::Member::Named(id) = &f.member else {
+                    continue;
+                };
+                merge(out, normalize(&id.to_string()), value(&f.expr));
+                // What a nested value sets is written too (`spec: Some(LeaseSpec { … })`); one
+                // that cannot be read leaves the rest known.
+                let mut inner = Fields::new();
+                if next(&f.expr, &mut inner).is_some() {
+                    for (k, w) in inner {
+                        merge(out, k, w);
+                    }
+                }
+            }
+            Some(())
+        }
+        Expr::Macro(m) if m.mac.path.segments.last()?.ident == "json" => {
+            json(m.mac.tokens.clone(), depth, out)
+        }
+        Expr::If(i) => {
+            block(&i.then_branch, env, depth, out)?;
+            match &i.else_branch {
+                Some((_, e)) => next(e, out),
+                None => Some(()),
+            }
+        }
+        Expr::Match(m) => {
+            for arm in &m.arms {
+                next(&arm.body, out)?;
+            }
+            Some(())
+        }
+        Expr::Block(b) => block(&b.block, env, depth, out),
+        // A branch that leaves gives no value.
+        Expr::Return(_) | Expr::Break(_) | Expr::Continue(_) => Some(()),
+        _ => None,
+    }
+}
+
+fn block(b: &syn::Block, env: &dyn Lookup, depth: usize, out: &mut Fields) -> Option<()> {
+    match b.stmts.last() {
+        Some(syn::Stmt::Expr(e, None)) => expr(e, env, depth + 1, out),
+        Some(syn::Stmt::Expr(Expr::Return(_), _)) => Some(()),
+        // A block without a value, or whose value comes from statements this does not follow.
+        _ => None,
+    }
+}
+
+/// `""`, `None`, `Default::default()`, `String::new()` clear a field.
+fn value(e: &Expr) -> Written {
+    match e {
+        Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(s),
+            ..
+        }) if s.value().is_empty() => Written::Cleared,
+        Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "None") => {
+            Written::Cleared
+        }
+        Expr::Call(c) if c.args.is_empty() => match &*c.func {
+            Expr::Path(p)
+                if p.path
+                    .segments
+                    .last()
+                    .is_some_and(|s| s.ident == "default" || s.ident == "new") =>
+            {
+                Written::Cleared
+            }
+            _ => Written::Set,
+        },
+        _ => Written::Set,
+    }
+}
+
+/// The keys of a `json!` object, at any depth: `"key": value` pairs in braces.
+fn json(tokens: TokenStream, depth: usize, out: &mut Fields) -> Option<()> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    let toks: Vec<TokenTree> = tokens.into_iter().collect();
+    // The macro's body is one object: `json!({ … })`.
+    if let [TokenTree::Group(g)] = toks.as_slice() {
+        return json(g.stream(), depth + 1, out);
+    }
+    let mut i = 0;
+    while i < toks.len() {
+        // A value runs to the next `,` at this level.
+        let end = toks[i..]
+            .iter()
+            .position(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == ','))
+            .map_or(toks.len(), |p| i + p);
+        let item = &toks[i..end];
+        if let [TokenTree::Literal(key), TokenTree::Punct(colon), rest @ ..] = item
+            && colon.as_char() == ':'
+            && let Ok(syn::Lit::Str(key)) = syn::parse_str::<syn::Lit>(&key.to_string())
+        {
+            merge(out, normalize(&key.value()), json_value(rest));
+            for t in rest {
+                if let TokenTree::Group(g) = t
+                    && g.delimiter() == proc_macro2::Delimiter::Brace
+                {
+                    json(g.stream(), depth + 1, out)?;
+                }
+            }
+        }
+        i = end + 1;
+    }
+    Some(())
+}
+
+fn json_value(tokens: &[TokenTree]) -> Written {
+    match tokens {
+        [TokenTree::Literal(l)] if l.to_string() == "\"\"" => Written::Cleared,
+        [TokenTree::Ident(id)] if id == "null" || id == "None" => Written::Cleared,
+        // `Option::<()>::None`
+        [.., TokenTree::Ident(id)] if id == "None" => Written::Cleared,
+        _ => Written::Set,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct NoLocals;
+    impl Lookup for NoLocals {
+        fn local(&self, _: &str) -> Option<&Expr> {
+            None
+        }
+        fn constant(&self, _: &syn::Path) -> Option<crate::model::eval::Value> {
+            None
+        }
+        fn resolve_fn(&self, p: &syn::Path) -> String {
+            quote::ToTokens::to_token_stream(p).to_string()
+        }
+    }
+
+    fn fields(src: &str) -> Option<Fields> {
+        read(&syn::parse_str(src).unwrap(), &NoLocals)
+    }
+
+    #[test]
+    fn json_keys_at_any_depth_with_cleared_values() {
+        let f = fields(
+            r#"Patch::Merge(&json!({"kind": "Lease", "spec": {"holderIdentity": "", "renewTime": now(), "acquireTime": Option::<()>::None}}))"#,
+        )
+        .unwrap();
+        assert!(holds(&f, "holderIdentity="));
+        assert!(!holds(&f, "holderIdentity"));
+        assert!(holds(&f, "renew_time"));
+        assert!(holds(&f, "acquireTime="));
+        assert!(!holds(&f, "leaseTransitions"));
+    }
+
+    #[test]
+    fn struct_literals_nested_in_constructors() {
+        let f = fields(
+            "Lease { metadata: ObjectMeta { name: Some(n), ..Default::default() }, spec: Some(LeaseSpec { holder_identity: Some(id.clone()), ..Default::default() }) }",
+        )
+        .unwrap();
+        assert!(holds(&f, "holderIdentity"));
+        let empty = fields("Lease { metadata: meta, spec: Default::default() }").unwrap();
+        assert!(!holds(&empty, "holderIdentity"));
+        assert!(holds(&empty, "spec="));
+    }
+
+    #[test]
+    fn branches_union_and_unknown_parts() {
+        let f = fields(
+            r#"if a { Patch::Strategic(json!({"leaseTransitions": 1})) } else if b { Patch::Strategic(json!({"holderIdentity": me})) } else { return Ok(()) }"#,
+        )
+        .unwrap();
+        assert!(holds(&f, "holderIdentity"));
+        assert_eq!(fields("Patch::Merge(&patch)"), None);
+        assert_eq!(fields("make_patch(a, b)"), None);
+    }
+}
