@@ -353,3 +353,30 @@ fn chromium_renders_the_workspace_inventory() {
     );
     eprintln!("screenshot: {}", shot.display());
 }
+
+#[test]
+fn an_empty_inventory_is_still_a_page_and_output_is_stable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("plain.rs"), "pub fn f() {}\n").expect("write");
+    let page = html(dir.path(), &["."]);
+    assert!(page.contains("No lock sites found."), "{page}");
+    assert!(page.contains("<b>0</b> lock sites"));
+    assert!(page.ends_with("</html>\n"));
+    assert_eq!(
+        html(&root(), &["fixtures/workspace"]),
+        html(&root(), &["fixtures/workspace"])
+    );
+
+    let Some(chrome) = chromium() else { return };
+    let file = dir.path().join("empty.html");
+    std::fs::write(&file, &page).expect("write");
+    let dom = browse(
+        &chrome,
+        &["--dump-dom"],
+        &format!("file://{}", file.display()),
+    );
+    assert!(
+        dom.contains("0 of 0 sites shown"),
+        "the script runs on an empty table:\n{dom}"
+    );
+}
