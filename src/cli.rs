@@ -90,6 +90,8 @@ pub enum InventoryFormat {
     Markdown,
     Csv,
     Json,
+    /// One self-contained HTML page: charts, a sortable table, code snippets.
+    Html,
 }
 
 #[derive(Debug, clap::Args)]
@@ -197,6 +199,12 @@ pub enum Format {
     Json,
     Sarif,
     Github,
+    /// GitLab Code Quality report (`artifacts: reports: codequality:`).
+    Gitlab,
+    /// JUnit XML: one failing test case per rule and file.
+    Junit,
+    /// reviewdog's Diagnostic Format (`reviewdog -f=rdjson`).
+    Rdjson,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -98,6 +98,9 @@ fn run(args: Args) -> Result<u8, ToolError> {
                 Format::Concise => report::human::render_concise(r),
                 Format::Json => report::json::render(r),
                 Format::Github => report::github::render(r),
+                Format::Gitlab => report::gitlab::render(r),
+                Format::Junit => report::junit::render(r),
+                Format::Rdjson => report::rdjson::render(r),
                 Format::Sarif => report::sarif::render(
                     r,
                     &|id| lints::by_id(id).map_or(lints::Level::Off, |x| x.default_level),
@@ -133,7 +136,7 @@ fn run(args: Args) -> Result<u8, ToolError> {
                 .map_err(|e| ToolError::Usage(format!("cannot read the current directory: {e}")))?;
             let rows = inventory::rows(&outcome.report, &cwd, a.config.as_deref())?;
             let summary = inventory::summary(&rows);
-            let text = inventory::render(a.format, &rows, &summary, &outcome.report.errors);
+            let text = inventory::render(a.format, &rows, &summary, &outcome.report, &cwd);
             emit(&text, a.output.as_deref())?;
             Ok(0)
         }

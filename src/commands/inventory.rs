@@ -18,6 +18,8 @@ use crate::packs::{self, PackMeta};
 use crate::report::{Report, SiteRecord};
 use crate::sites::Fencing;
 
+mod html;
+
 #[derive(Debug, Serialize)]
 pub struct Row<'r> {
     #[serde(flatten)]
@@ -112,13 +114,17 @@ pub fn summary(rows: &[Row]) -> Summary {
     s
 }
 
+/// `cwd` is where relative site paths are read from (the HTML page's snippets).
 pub fn render(
     format: InventoryFormat,
     rows: &[Row],
     summary: &Summary,
-    errors: &[FileError],
+    report: &Report,
+    cwd: &Path,
 ) -> String {
+    let errors = report.errors.as_slice();
     match format {
+        InventoryFormat::Html => html::render(rows, summary, report, cwd),
         InventoryFormat::Json => {
             let mut s = serde_json::to_string_pretty(&JsonDoc {
                 sites: rows,

@@ -1,10 +1,14 @@
-//! Reports: the finished analysis, rendered as miette diagnostics, JSON, SARIF 2.1.0 or GitHub
-//! Actions workflow commands. Everything here is sorted before it is written.
+//! Reports: the finished analysis, rendered as miette diagnostics, JSON, SARIF 2.1.0, GitHub
+//! Actions workflow commands, GitLab Code Quality, JUnit XML or reviewdog's rdjson. Everything
+//! here is sorted before it is written.
 
 mod fingerprint;
 pub mod github;
+pub mod gitlab;
 pub mod human;
 pub mod json;
+pub mod junit;
+pub mod rdjson;
 pub mod sarif;
 
 use std::collections::BTreeMap;
