@@ -113,7 +113,7 @@ pub struct Fix {
 }
 
 /// Replace `start..end` (byte offsets into the file as read) with `replacement`. The line and
-/// column pairs (1-based lines, 0-based character columns, as in findings) locate the same range
+/// column pairs (1-based lines, 1-based character columns, as in findings) locate the same range
 /// for formats that want them.
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct Edit {
