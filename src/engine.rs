@@ -16,7 +16,7 @@ use crate::discover::{self, Candidate};
 use crate::lints::{self, Check, Level};
 use crate::model::{CrateGraph, CrateIndex, CrateView, FileIndex, Imports, module_path_for};
 use crate::packs;
-use crate::packs::{CallDef, PackSet};
+use crate::packs::{CallDef, CallKind, PackSet, ReleaseStyle};
 use crate::prefilter;
 use crate::report::{Finding, Renewal, Report, SiteRecord};
 use crate::settings::CheckSettings;
@@ -308,9 +308,15 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         for (i, out) in results {
             let root = &jobs[i].crate_root;
             for w in &out.wrappers {
-                let known = wrappers
-                    .get(root)
-                    .is_some_and(|ws| ws.iter().any(|k| k.canonical == w.canonical));
+                // A function first seen releasing (its acquire's wrapper was not known yet) is
+                // seen acquiring once it is: the acquisition replaces it. Only that way round,
+                // so each function changes at most once and the rounds end.
+                let known = wrappers.get(root).is_some_and(|ws| {
+                    ws.iter().any(|k| {
+                        k.canonical == w.canonical
+                            && (k.kind.is_acquisition() || !w.kind.is_acquisition())
+                    })
+                });
                 let listed = found
                     .get(root)
                     .is_some_and(|ws| ws.iter().any(|k| k.canonical == w.canonical));
@@ -338,10 +344,9 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
             break;
         }
         for (root, ws) in &found {
-            wrappers
-                .entry(root.clone())
-                .or_default()
-                .extend(ws.iter().cloned());
+            let known = wrappers.entry(root.clone()).or_default();
+            known.retain(|k| !ws.iter().any(|w| w.canonical == k.canonical));
+            known.extend(ws.iter().cloned());
         }
         // Who can call the new wrappers: their crate, and the crates that depend on it (and
         // on those, through re-exports), each by the name it uses.
@@ -815,6 +820,15 @@ fn config_id(c: &Arc<Config>) -> usize {
 /// The config's packs plus the crate's wrappers, each added to the pack of the library it wraps.
 fn with_wrappers(base: &PackSet, wrappers: &[WrapperCandidate]) -> Result<PackSet, ToolError> {
     let mut packs = base.packs.clone();
+    // Lock types whose `Drop` releases (`impl Drop for Guard { fn drop(&mut self) { release } }`):
+    // a wrapper handing one out hands out a guard.
+    let drop_releases: HashSet<&str> = wrappers
+        .iter()
+        .filter(|w| w.kind == CallKind::Release)
+        .filter_map(|w| w.method.as_ref())
+        .filter(|(_, m)| m == "drop")
+        .map(|(t, _)| t.as_str())
+        .collect();
     for w in wrappers {
         if let Some(p) = packs.iter_mut().find(|p| p.pack.name == w.library) {
             // A helper that runs its caller's SQL is one more SQL call of its pack.
@@ -835,7 +849,16 @@ fn with_wrappers(base: &PackSet, wrappers: &[WrapperCandidate]) -> Result<PackSe
                     .collect();
                 p.calls.extend(variants);
             } else {
-                p.calls.push(CallDef::wrapper(w));
+                let mut def = CallDef::wrapper(w);
+                if def.release.is_none()
+                    && w.kind.is_acquisition()
+                    && w.returns_type
+                        .as_deref()
+                        .is_some_and(|t| drop_releases.contains(t))
+                {
+                    def.release = Some(ReleaseStyle::Guard);
+                }
+                p.calls.push(def);
             }
         }
     }

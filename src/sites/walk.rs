@@ -229,6 +229,7 @@ fn analyze_fn<'a>(
         pipe_locals: HashMap::new(),
         in_closures: HashSet::new(),
         forwarded: std::cell::RefCell::new(Vec::new()),
+        value_loop: None,
     };
     w.first_site = w.out.sites.len();
     // The function's own generics shadow the impl's (`impl<K: Kv> Alloc<K>`).
@@ -423,6 +424,8 @@ pub(super) struct Walker<'a, 'c> {
     /// Pack calls whose `fields-arg` is a parameter of this function, as (pack, the call's
     /// method or function, the parameter): noted while matching, which only reads the walker.
     pub(super) forwarded: std::cell::RefCell<Vec<(usize, String, String)>>,
+    /// The `loop` that is the function's value: a `break` out of it returns.
+    value_loop: Option<Span>,
 }
 
 impl<'a, 'c> Walker<'a, 'c> {
@@ -1035,6 +1038,10 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                     if tail_of_fn {
                         self.escape_if_name(e);
                         self.returned.extend(returned_names(e));
+                        // `loop { … break Ok(lock) }` as the function's value: its breaks return.
+                        if matches!(e, Expr::Loop(_)) {
+                            self.value_loop = Some(Span::of(e));
+                        }
                     }
                     if value_tail {
                         self.in_return += 1;
@@ -1260,7 +1267,18 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                 if let Some(x) = &b.expr {
                     self.set_use(x, Use::Escape);
                     self.escape_if_name(x);
+                    let returns = self.closure_depth == 0
+                        && b.label.is_none()
+                        && self.value_loop.is_some()
+                        && self.loops.last() == self.value_loop.as_ref();
+                    if returns {
+                        self.returned.extend(returned_names(x));
+                        self.in_return += 1;
+                    }
                     self.visit_expr(x);
+                    if returns {
+                        self.in_return -= 1;
+                    }
                 }
                 self.marker(MarkerKind::Exit("break"), Span::of(&b.break_token));
             }
