@@ -9,7 +9,8 @@ use syn::{Expr, Pat, Stmt};
 use super::failure::{self, Use};
 use super::matchers::{self, Matched};
 use super::summary::{self, FnFlow};
-use super::{Clock, FileCx, FileFacts, FnInfo, Site};
+use super::command::{self, Command};
+use super::{Clock, ExpireAfter, FileCx, FileFacts, FnInfo, Site};
 use crate::model::eval::{Lookup, Value};
 use crate::model::index::ty_with;
 use crate::model::{Imports, Ty};
@@ -17,6 +18,7 @@ use crate::region::{self, Event, Holding, Marker, MarkerKind, Pos};
 use crate::source::Span;
 
 mod clocks;
+mod owner;
 mod typing;
 
 use clocks::Clocks;
@@ -228,6 +230,9 @@ fn analyze_fn<'a>(
         deferred_region: None,
         pipe_locals: HashMap::new(),
         in_closures: HashSet::new(),
+        serials: 0,
+        param_serials: 0,
+        owners: Vec::new(),
     };
     w.first_site = w.out.sites.len();
     // The function's own generics shadow the impl's (`impl<K: Kv> Alloc<K>`).
@@ -268,6 +273,7 @@ fn analyze_fn<'a>(
             w.bind(&pt.pat, None, ty);
         }
     }
+    w.param_serials = w.serials;
     w.ret = match &sig.output {
         syn::ReturnType::Default => None,
         syn::ReturnType::Type(_, t) => w.ty_of_type(t),
@@ -312,6 +318,8 @@ struct Local<'a> {
     init: Option<&'a Expr>,
     /// Arguments added by later statements (`cmd.arg(key).arg("NX");`), in order.
     args: Vec<&'a Expr>,
+    /// Which binding this is: a new `let` of the same name, or an assignment, gets a new one.
+    serial: usize,
 }
 
 pub(super) struct Walker<'a, 'c> {
@@ -377,6 +385,13 @@ pub(super) struct Walker<'a, 'c> {
     /// Acquisitions inside a closure or `async` block (by span start): held by whoever runs it,
     /// never left by this function to its caller.
     in_closures: HashSet<Pos>,
+    /// Serials handed out to locals so far.
+    serials: usize,
+    /// The last serial given to a parameter.
+    param_serials: usize,
+    /// Acquisitions whose written value is a local (`.arg(&token)`): the site's index, the
+    /// command, the local's name and binding serial, and the text to pass it on with.
+    owners: Vec<(usize, String, usize, String)>,
 }
 
 impl<'a, 'c> Walker<'a, 'c> {
@@ -485,13 +500,26 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .rev()
                     .copied()
                     .collect();
-                self.record(m, &outward, u, region::end_of(Span::of(e)));
+                let outer: Vec<&'a Expr> = levels[..i].iter().rev().copied().collect();
+                let command = (self.cx.packs.packs[m.pack].pack.name == "redis")
+                    .then(|| {
+                        command::read(self.cx.source, core, &outer, &|r| self.conn_param(r))
+                    })
+                    .flatten();
+                self.record(m, &outward, u, region::end_of(Span::of(e)), command);
                 return;
             }
         }
     }
 
-    fn record(&mut self, m: Matched<'a>, outward: &[&'a Expr], u: Use<'a>, chain_end: Pos) {
+    fn record(
+        &mut self,
+        m: Matched<'a>,
+        outward: &[&'a Expr],
+        u: Use<'a>,
+        chain_end: Pos,
+        command: Option<Command>,
+    ) {
         let failure = match &m.pipeline {
             // A lock command in a pipeline: its reply is judged where the pipeline runs.
             Some(run) if m.discarded.is_none() => super::pipeline::judge(self, run, outward, &u),
@@ -526,6 +554,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             if m.stream_ttl {
                 failure = self.keep_alive_stream_checked(&u);
             }
+            let owner = command.as_ref().and_then(|c| self.owner_for(c, m.span));
             self.events.push(Event {
                 kind: m.kind,
                 pack: m.pack,
@@ -540,6 +569,8 @@ impl<'a, 'c> Walker<'a, 'c> {
                 owner_checked: m.owner_checked,
                 fn_line: self.info.sig_line,
                 function: self.info.path.clone(),
+                command,
+                owner,
             });
             return;
         }
@@ -562,6 +593,12 @@ impl<'a, 'c> Walker<'a, 'c> {
             holding.scope_end = end;
         }
         holding.handle = m.handle;
+        if let Some(c) = &command {
+            self.note_owner(c);
+        }
+        let expire_after = command
+            .as_ref()
+            .and_then(|c| self.expire_after(c, &u));
         self.holdings.push((self.out.sites.len(), holding));
         self.out.sites.push(Site {
             pack: m.pack,
@@ -585,6 +622,8 @@ impl<'a, 'c> Walker<'a, 'c> {
             via: m.via,
             wrapped: false,
             library_purpose: m.purpose,
+            command,
+            expire_after,
         });
     }
 
@@ -922,6 +961,7 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                     ty: self.ty_of_type(&c.ty),
                     init: Some(&*c.expr),
                     args: Vec::new(),
+                    serial: self.next_serial(),
                 };
                 if let Some(scope) = self.scopes.last_mut() {
                     scope.insert(c.ident.to_string(), local);
@@ -1018,11 +1058,13 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                 // A `const` inside the function is a local for evaluation (`const SQL: &str = …`).
                 Stmt::Item(syn::Item::Const(c)) => {
                     let ty = self.ty_of_type(&c.ty);
+                    let serial = self.next_serial();
                     if let Some(scope) = self.scopes.last_mut() {
                         let local = Local {
                             ty,
                             init: Some(&c.expr),
                             args: Vec::new(),
+                            serial,
                         };
                         scope.insert(c.ident.to_string(), local);
                     }
@@ -1275,6 +1317,12 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                 self.assign_deferred(a);
             }
             Expr::Assign(a) => {
+                if let Some(n) = name_of(&a.left) {
+                    let serial = self.next_serial();
+                    if let Some(l) = self.scopes.iter_mut().rev().find_map(|s| s.get_mut(&n)) {
+                        l.serial = serial;
+                    }
+                }
                 self.visit_expr(&a.left);
                 self.set_use(&a.right, Use::Escape);
                 self.escape_if_name(&a.right);

@@ -73,6 +73,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     ty,
                     init: if pi.subpat.is_none() { init } else { None },
                     args: Vec::new(),
+                    serial: self.next_serial(),
                 };
                 if let Some(scope) = self.scopes.last_mut() {
                     scope.insert(pi.ident.to_string(), local);
@@ -96,14 +97,16 @@ impl<'a, 'c> Walker<'a, 'c> {
             other => {
                 let mut names = Vec::new();
                 pattern_idents(other, &mut names);
-                if let Some(scope) = self.scopes.last_mut() {
-                    for n in names {
+                for n in names {
+                    let serial = self.next_serial();
+                    if let Some(scope) = self.scopes.last_mut() {
                         scope.insert(
                             n,
                             Local {
                                 ty: None,
                                 init: None,
                                 args: Vec::new(),
+                                serial,
                             },
                         );
                     }

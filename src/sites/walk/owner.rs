@@ -1,0 +1,177 @@
+//! What the rules' fixes need from the walk: which local holds the value an acquisition wrote
+//! (the owner token), whether it is still that binding where the lock is released or renewed,
+//! and the `EXPIRE` statement that directly follows a `SETNX`.
+
+use super::*;
+
+impl<'a, 'c> Walker<'a, 'c> {
+    pub(super) fn next_serial(&mut self) -> usize {
+        self.serials += 1;
+        self.serials
+    }
+
+    /// The parameter `name`'s declared type, while the name still is that parameter.
+    fn param_type(&self, name: &str) -> Option<&'a syn::Type> {
+        let local = self.lookup(name)?;
+        // Parameters are bound first, before any statement.
+        if local.serial > self.param_serials {
+            return None;
+        }
+        self.sig.inputs.iter().find_map(|i| match i {
+            syn::FnArg::Typed(pt) => match &*pt.pat {
+                Pat::Ident(pi) if pi.ident == name => Some(&*pt.ty),
+                _ => None,
+            },
+            syn::FnArg::Receiver(_) => None,
+        })
+    }
+
+    /// Is `r` a `&mut` parameter of a concrete Redis connection type (one a script can be
+    /// invoked on as it is)?
+    pub(super) fn conn_param(&self, r: &Expr) -> bool {
+        let Some(name) = r.as_ident() else {
+            return false;
+        };
+        let Some(syn::Type::Reference(rt)) = self.param_type(&name) else {
+            return false;
+        };
+        rt.mutability.is_some()
+            && self.ty_of_type(&rt.elem).is_some_and(|t| {
+                t.path.starts_with("redis::")
+                    && (t.path.ends_with("Connection") || t.path.ends_with("ConnectionManager"))
+            })
+    }
+
+    /// An acquisition's `SET key value …`: when the value is a local, remember which binding.
+    pub(super) fn note_owner(&mut self, c: &Command) {
+        if !matches!(c.name.as_str(), "SET" | "SETNX") {
+            return;
+        }
+        let Some(value) = c.args.get(1) else { return };
+        let Ok(e) = syn::parse_str::<Expr>(&value.text) else {
+            return;
+        };
+        let (name, text) = match &e {
+            Expr::Reference(r) if r.mutability.is_none() => match r.expr.as_ident() {
+                Some(n) => (n.clone(), format!("&{n}")),
+                None => return,
+            },
+            // A reference parameter is `Copy`: naming it again moves nothing.
+            _ => match e.as_ident() {
+                Some(n)
+                    if matches!(
+                        self.param_type(&n),
+                        Some(syn::Type::Reference(r)) if r.mutability.is_none()
+                    ) =>
+                {
+                    (n.clone(), n)
+                }
+                _ => return,
+            },
+        };
+        if let Some(serial) = self.lookup(&name).map(|l| l.serial) {
+            self.owners
+                .push((self.out.sites.len(), name, serial, text));
+        }
+    }
+
+    /// For a release or renewal by key: the owner token of an earlier acquisition of the same
+    /// key in this function, when the binding that holds it is still the one in scope here.
+    pub(super) fn owner_for(&self, c: &Command, at: Span) -> Option<String> {
+        if !matches!(c.name.as_str(), "DEL" | "UNLINK" | "EXPIRE" | "PEXPIRE") {
+            return None;
+        }
+        let key = same_text(&c.args.first()?.text);
+        self.owners.iter().rev().find_map(|(site, name, serial, text)| {
+            let s = self.out.sites.get(*site).filter(|_| *site >= self.first_site)?;
+            let acquired = s.command.as_ref()?;
+            (same_text(&acquired.args.first()?.text) == key
+                && region::start_of(s.span) < region::start_of(at)
+                && self.lookup(name).map(|l| l.serial) == Some(*serial))
+            .then(|| text.clone())
+        })
+    }
+
+    /// `let ok: bool = con.set_nx(k, v)…;` directly followed by an `EXPIRE`/`PEXPIRE` of the
+    /// same key on the same connection whose reply is thrown away, alone on its lines.
+    pub(super) fn expire_after(&self, c: &Command, u: &Use<'a>) -> Option<ExpireAfter> {
+        if c.name != "SETNX" || c.args.len() != 2 {
+            return None;
+        }
+        let Use::Bind {
+            pat: Pat::Type(pt),
+            has_else: false,
+        } = u
+        else {
+            return None;
+        };
+        if !matches!(&*pt.ty, syn::Type::Path(p) if p.path.is_ident("bool")) {
+            return None;
+        }
+        let stmt = self.rest().first()?;
+        let e = match stmt {
+            Stmt::Local(l) => {
+                let wild = match &l.pat {
+                    Pat::Wild(_) => true,
+                    Pat::Type(t) => matches!(&*t.pat, Pat::Wild(_)),
+                    _ => false,
+                };
+                match &l.init {
+                    Some(init) if wild && init.diverge.is_none() => &*init.expr,
+                    _ => return None,
+                }
+            }
+            Stmt::Expr(e, Some(_)) => e,
+            _ => return None,
+        };
+        let expire = command::of_expr(self.cx.source, e, &|r| self.conn_param(r))?;
+        let same = matches!(expire.name.as_str(), "EXPIRE" | "PEXPIRE")
+            && expire.args.len() == 2
+            && expire.is_async == c.is_async
+            && same_text(&expire.args[0].text) == same_text(&c.args[0].text)
+            && expire.builder.is_some() == c.builder.is_some()
+            && expire.receiver == c.receiver
+            && expire.conn.as_deref().map(same_text) == c.conn.as_deref().map(same_text);
+        let span = super::super::span::of_stmt(stmt);
+        let src = self.cx.source;
+        let alone = src
+            .line(span.line)
+            .chars()
+            .take(span.column - 1)
+            .all(char::is_whitespace)
+            && src
+                .line(span.end_line)
+                .chars()
+                .skip(span.end_column - 1)
+                .all(char::is_whitespace);
+        (same && alone).then_some(ExpireAfter {
+            command: expire,
+            lines: (span.line, span.end_line),
+        })
+    }
+}
+
+/// Text compared without its spacing or a leading `&` (`&key` and `key` are the same key).
+fn same_text(s: &str) -> String {
+    let t: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    t.trim_start_matches('&').to_string()
+}
+
+trait AsIdent {
+    fn as_ident(&self) -> Option<String>;
+}
+
+impl AsIdent for Expr {
+    /// A plain local or parameter name (not `self`).
+    fn as_ident(&self) -> Option<String> {
+        match self {
+            Expr::Path(p) if p.qself.is_none() => p
+                .path
+                .get_ident()
+                .map(ToString::to_string)
+                .filter(|n| n != "self"),
+            Expr::Paren(p) => p.expr.as_ident(),
+            _ => None,
+        }
+    }
+}
