@@ -139,3 +139,22 @@ fn every_fix_removes_its_finding_and_adds_none() {
     // Nothing is left to fix.
     assert_eq!(Plan::of(&after).fixes, 0);
 }
+
+#[test]
+fn a_file_changed_after_the_analysis_is_not_fixed() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let file = tmp.path().join("release.rs");
+    std::fs::copy("fixtures/fixes/release.rs", &file).expect("copy");
+    let report = analyse(tmp.path());
+    assert!(Plan::of(&report).fixes > 0, "the fixture has fixes");
+    let edited = std::fs::read_to_string(&file).expect("read") + "\n// edited\n";
+    std::fs::write(&file, &edited).expect("write");
+    let plan = Plan::of(&report);
+    assert_eq!((plan.fixes, plan.files.len()), (0, 0));
+    assert!(
+        plan.skipped.iter().any(|s| s.contains("changed since it was analysed")),
+        "{:?}",
+        plan.skipped
+    );
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), edited);
+}
