@@ -77,7 +77,11 @@ fn fix_rewrites_the_file_and_the_exit_status_is_what_remains() {
         stderr(&o)
     );
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
-    assert!(stdout(&o).contains("0 findings in 1 file"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("0 findings in 1 file"),
+        "{}",
+        stdout(&o)
+    );
     let fixed = std::fs::read_to_string(&file).expect("read");
     assert_eq!(
         fixed,
@@ -101,18 +105,29 @@ fn fix_rewrites_the_file_and_the_exit_status_is_what_remains() {
     let findings = json(&o)["findings"].as_array().expect("findings").clone();
     let left: Vec<(&str, &str)> = findings
         .iter()
-        .map(|f| (f["path"].as_str().unwrap_or(""), f["rule"].as_str().unwrap_or("")))
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap_or(""),
+                f["rule"].as_str().unwrap_or(""),
+            )
+        })
         .collect();
     assert_eq!(left, vec![("other.rs", "unchecked-release")]);
     assert!(findings[0].get("fix").is_none());
-    assert_eq!(std::fs::read_to_string(dir.path().join("other.rs")).expect("read"), UNFIXABLE);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("other.rs")).expect("read"),
+        UNFIXABLE
+    );
 }
 
 #[test]
 fn reports_carry_the_fix() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("lock.rs"), RELEASE).expect("write");
-    let o = lockaudit(dir.path(), &["check", "--no-cache", "--format", "json", "."]);
+    let o = lockaudit(
+        dir.path(),
+        &["check", "--no-cache", "--format", "json", "."],
+    );
     let f = &json(&o)["findings"][0];
     assert_eq!(f["rule"], "unchecked-release");
     let edit = &f["fix"]["edits"][0];
@@ -120,11 +135,17 @@ fn reports_carry_the_fix() {
     let start = RELEASE.find("con.del(").expect("call");
     assert_eq!(edit["start"], start);
     assert_eq!(edit["end"], start + "con.del(\"lock:job\")".len());
-    assert_eq!((edit["start_line"].clone(), edit["end_line"].clone()), (10.into(), 10.into()));
+    assert_eq!(
+        (edit["start_line"].clone(), edit["end_line"].clone()),
+        (10.into(), 10.into())
+    );
     assert_eq!(edit["start_column"], line.find("con.del").expect("col"));
     assert_eq!(edit["replacement"], SCRIPT_CALL);
 
-    let o = lockaudit(dir.path(), &["check", "--no-cache", "--format", "sarif", "."]);
+    let o = lockaudit(
+        dir.path(),
+        &["check", "--no-cache", "--format", "sarif", "."],
+    );
     let sarif = json(&o);
     let fix = &sarif["runs"][0]["results"][0]["fixes"][0];
     assert_eq!(
@@ -138,7 +159,10 @@ fn reports_carry_the_fix() {
     let col = line.find("con.del").expect("col") + 1;
     assert_eq!(r["deletedRegion"]["startLine"], 10);
     assert_eq!(r["deletedRegion"]["startColumn"], col);
-    assert_eq!(r["deletedRegion"]["endColumn"], col + "con.del(\"lock:job\")".len());
+    assert_eq!(
+        r["deletedRegion"]["endColumn"],
+        col + "con.del(\"lock:job\")".len()
+    );
     assert_eq!(r["insertedContent"]["text"], SCRIPT_CALL);
 }
 

@@ -88,7 +88,10 @@ fn every_fix_removes_its_finding_and_adds_none() {
         .iter()
         .map(|(p, l, r)| (p.to_string(), *l, r.to_string()))
         .collect();
-    assert_eq!(in_fixes, expected, "which findings of fixtures/fixes carry a fix");
+    assert_eq!(
+        in_fixes, expected,
+        "which findings of fixtures/fixes carry a fix"
+    );
 
     let plan = Plan::of(&before);
     assert!(plan.skipped.is_empty(), "{:?}", plan.skipped);
@@ -123,7 +126,12 @@ fn every_fix_removes_its_finding_and_adds_none() {
         for f in after.active().filter(|f| &f.path == path) {
             let k = (f.rule, f.line);
             if gone.contains(&k) && !kept.contains_key(&k) {
-                problems.push(format!("{}:{}: {} is still there", rel(path), f.line, f.rule));
+                problems.push(format!(
+                    "{}:{}: {} is still there",
+                    rel(path),
+                    f.line,
+                    f.rule
+                ));
             } else if !kept.contains_key(&k) {
                 problems.push(format!(
                     "{}:{}: new {}: {}",
@@ -152,7 +160,9 @@ fn a_file_changed_after_the_analysis_is_not_fixed() {
     let plan = Plan::of(&report);
     assert_eq!((plan.fixes, plan.files.len()), (0, 0));
     assert!(
-        plan.skipped.iter().any(|s| s.contains("changed since it was analysed")),
+        plan.skipped
+            .iter()
+            .any(|s| s.contains("changed since it was analysed")),
         "{:?}",
         plan.skipped
     );

@@ -29,8 +29,9 @@ impl Plan {
         let mut plan = Plan::default();
         for (path, findings) in by_file {
             let Some(analysed) = report.sources.get(path) else {
-                plan.skipped
-                    .push(format!("{path}: its analysed text is not at hand; not fixed"));
+                plan.skipped.push(format!(
+                    "{path}: its analysed text is not at hand; not fixed"
+                ));
                 continue;
             };
             match std::fs::read(Path::new(path)) {
@@ -50,7 +51,8 @@ impl Plan {
                 .filter_map(|f| Some((*f, f.fix.as_ref()?)))
                 .collect();
             let (new, taken, notes) = apply(analysed, &fixes);
-            plan.skipped.extend(notes.into_iter().map(|n| format!("{path}: {n}")));
+            plan.skipped
+                .extend(notes.into_iter().map(|n| format!("{path}: {n}")));
             if taken == 0 {
                 continue;
             }

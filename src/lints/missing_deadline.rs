@@ -89,7 +89,11 @@ fn setnx_then_expire(site: &Site) -> Option<Fix> {
         return None;
     };
     let ttl = &after.command.args.get(1)?.text;
-    let unit = if after.command.name == "PEXPIRE" { "PX" } else { "EX" };
+    let unit = if after.command.name == "PEXPIRE" {
+        "PX"
+    } else {
+        "EX"
+    };
     let set = match (&c.builder, &c.conn) {
         (builder, Some(conn)) => format!(
             "{}(\"SET\").arg({}).arg({}).arg(\"NX\").arg(\"{unit}\").arg({ttl}).{}({conn})",
@@ -102,12 +106,15 @@ fn setnx_then_expire(site: &Site) -> Option<Fix> {
         // literal fits them all.
         (None, None)
             if ttl.starts_with(|d: char| d.is_ascii_digit())
-                && ttl.bytes().all(|b| b.is_ascii_digit() || b == b'_') => format!(
-            "{}.set_options({}, {}, redis::SetOptions::default().conditional_set(redis::ExistenceCheck::NX).with_expiration(redis::SetExpiry::{unit}({ttl})))",
-            c.receiver.as_deref()?,
-            key.text,
-            value.text,
-        ),
+                && ttl.bytes().all(|b| b.is_ascii_digit() || b == b'_') =>
+        {
+            format!(
+                "{}.set_options({}, {}, redis::SetOptions::default().conditional_set(redis::ExistenceCheck::NX).with_expiration(redis::SetExpiry::{unit}({ttl})))",
+                c.receiver.as_deref()?,
+                key.text,
+                value.text,
+            )
+        }
         _ => return None,
     };
     Some(Fix {

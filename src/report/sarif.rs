@@ -231,9 +231,10 @@ fn artifact(path: &str) -> Artifact {
 fn fix(report: &Report, path: &str, fix: &super::Fix) -> SarifFix {
     let text = report.sources.get(path);
     let utf16 = |line: usize, col: usize| {
-        text.and_then(|t| t.lines().nth(line.wrapping_sub(1))).map_or(col + 1, |l| {
-            l.chars().take(col).map(char::len_utf16).sum::<usize>() + 1
-        })
+        text.and_then(|t| t.lines().nth(line.wrapping_sub(1)))
+            .map_or(col + 1, |l| {
+                l.chars().take(col).map(char::len_utf16).sum::<usize>() + 1
+            })
     };
     SarifFix {
         description: Text {
@@ -356,7 +357,11 @@ pub fn render(
                     }]
                 })
                 .unwrap_or_default(),
-            fixes: f.fix.as_ref().map(|x| vec![fix(report, &f.path, x)]).unwrap_or_default(),
+            fixes: f
+                .fix
+                .as_ref()
+                .map(|x| vec![fix(report, &f.path, x)])
+                .unwrap_or_default(),
         })
         .collect();
     let notifications = report

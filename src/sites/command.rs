@@ -45,7 +45,10 @@ const METHODS: &[(&str, &str)] = &[
 
 /// The text of a span.
 pub(super) fn text(src: &SourceFile, s: Span) -> String {
-    let (a, b) = (src.offset(s.line, s.column), src.offset(s.end_line, s.end_column));
+    let (a, b) = (
+        src.offset(s.line, s.column),
+        src.offset(s.end_line, s.end_column),
+    );
     src.text.get(a..b.max(a)).unwrap_or("").to_string()
 }
 
@@ -113,8 +116,7 @@ pub(super) fn read(
                     continue;
                 }
                 let is_async = m.method == "query_async";
-                if !is_async && m.method != "query" || m.args.len() != 1 || m.turbofish.is_some()
-                {
+                if !is_async && m.method != "query" || m.args.len() != 1 || m.turbofish.is_some() {
                     return None;
                 }
                 let (start, end) = (Span::of(core), Span::of(*level));

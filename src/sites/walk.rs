@@ -6,10 +6,10 @@ use std::collections::{HashMap, HashSet};
 use syn::visit::Visit;
 use syn::{Expr, Pat, Stmt};
 
+use super::command::{self, Command};
 use super::failure::{self, Use};
 use super::matchers::{self, Matched};
 use super::summary::{self, FnFlow};
-use super::command::{self, Command};
 use super::{Clock, ExpireAfter, FileCx, FileFacts, FnInfo, Site};
 use crate::model::eval::{Lookup, Value};
 use crate::model::index::ty_with;
@@ -502,9 +502,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .collect();
                 let outer: Vec<&'a Expr> = levels[..i].iter().rev().copied().collect();
                 let command = (self.cx.packs.packs[m.pack].pack.name == "redis")
-                    .then(|| {
-                        command::read(self.cx.source, core, &outer, &|r| self.conn_param(r))
-                    })
+                    .then(|| command::read(self.cx.source, core, &outer, &|r| self.conn_param(r)))
                     .flatten();
                 self.record(m, &outward, u, region::end_of(Span::of(e)), command);
                 return;
@@ -596,9 +594,7 @@ impl<'a, 'c> Walker<'a, 'c> {
         if let Some(c) = &command {
             self.note_owner(c);
         }
-        let expire_after = command
-            .as_ref()
-            .and_then(|c| self.expire_after(c, &u));
+        let expire_after = command.as_ref().and_then(|c| self.expire_after(c, &u));
         self.holdings.push((self.out.sites.len(), holding));
         self.out.sites.push(Site {
             pack: m.pack,

@@ -70,8 +70,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             },
         };
         if let Some(serial) = self.lookup(&name).map(|l| l.serial) {
-            self.owners
-                .push((self.out.sites.len(), name, serial, text));
+            self.owners.push((self.out.sites.len(), name, serial, text));
         }
     }
 
@@ -82,14 +81,21 @@ impl<'a, 'c> Walker<'a, 'c> {
             return None;
         }
         let key = same_text(&c.args.first()?.text);
-        self.owners.iter().rev().find_map(|(site, name, serial, text)| {
-            let s = self.out.sites.get(*site).filter(|_| *site >= self.first_site)?;
-            let acquired = s.command.as_ref()?;
-            (same_text(&acquired.args.first()?.text) == key
-                && region::start_of(s.span) < region::start_of(at)
-                && self.lookup(name).map(|l| l.serial) == Some(*serial))
-            .then(|| text.clone())
-        })
+        self.owners
+            .iter()
+            .rev()
+            .find_map(|(site, name, serial, text)| {
+                let s = self
+                    .out
+                    .sites
+                    .get(*site)
+                    .filter(|_| *site >= self.first_site)?;
+                let acquired = s.command.as_ref()?;
+                (same_text(&acquired.args.first()?.text) == key
+                    && region::start_of(s.span) < region::start_of(at)
+                    && self.lookup(name).map(|l| l.serial) == Some(*serial))
+                .then(|| text.clone())
+            })
     }
 
     /// `let ok: bool = con.set_nx(k, v)…;` directly followed by an `EXPIRE`/`PEXPIRE` of the
