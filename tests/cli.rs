@@ -627,6 +627,8 @@ mod sarif {
                         );
                         assert!(start.0 >= 1 && start.1 >= 1 && end.1 >= 1);
                         assert!(end >= start, "deletedRegion ends before it starts");
+                        let inserted = r.inserted_content.as_ref().map(|t| t.text.as_str());
+                        assert!(start != end || inserted.is_some_and(|t| !t.is_empty()));
                     }
                 }
             }
