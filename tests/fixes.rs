@@ -60,6 +60,7 @@ const EXPECTED: &[(&str, usize, &str)] = &[
     ("fixes/release.rs", 13, "unchecked-release"),
     ("fixes/release.rs", 24, "unchecked-release"),
     ("fixes/release.rs", 92, "unchecked-release"),
+    ("fixes/release.rs", 116, "unchecked-release"),
     ("fixes/renewal.rs", 14, "unchecked-renewal"),
     ("fixes/renewal.rs", 19, "unchecked-renewal"),
     ("fixes/renewal.rs", 23, "unchecked-release"),

@@ -89,6 +89,7 @@ fn setnx_then_expire(site: &Site) -> Option<Fix> {
         return None;
     };
     let ttl = &after.command.args.get(1)?.text;
+    let krate = c.krate.as_deref()?;
     let unit = if after.command.name == "PEXPIRE" {
         "PX"
     } else {
@@ -97,7 +98,7 @@ fn setnx_then_expire(site: &Site) -> Option<Fix> {
     let set = match (&c.builder, &c.conn) {
         (builder, Some(conn)) => format!(
             "{}(\"SET\").arg({}).arg({}).arg(\"NX\").arg(\"{unit}\").arg({ttl}).{}({conn})",
-            builder.as_deref().unwrap_or("redis::cmd"),
+            builder.clone().unwrap_or_else(|| format!("{krate}cmd")),
             key.text,
             value.text,
             if c.is_async { "query_async" } else { "query" },
@@ -109,7 +110,7 @@ fn setnx_then_expire(site: &Site) -> Option<Fix> {
                 && ttl.bytes().all(|b| b.is_ascii_digit() || b == b'_') =>
         {
             format!(
-                "{}.set_options({}, {}, redis::SetOptions::default().conditional_set(redis::ExistenceCheck::NX).with_expiration(redis::SetExpiry::{unit}({ttl})))",
+                "{}.set_options({}, {}, {krate}SetOptions::default().conditional_set({krate}ExistenceCheck::NX).with_expiration({krate}SetExpiry::{unit}({ttl})))",
                 c.receiver.as_deref()?,
                 key.text,
                 value.text,

@@ -66,12 +66,13 @@ fn fix(e: &Event) -> Option<Fix> {
     let c = e.command.as_ref()?;
     let owner = e.owner.as_ref()?;
     let conn = c.conn.as_ref()?;
+    let krate = c.krate.as_ref()?;
     if !matches!(c.name.as_str(), "DEL" | "UNLINK") || c.args.len() != 1 {
         return None;
     }
     let invoke = if c.is_async { "invoke_async" } else { "invoke" };
     let text = format!(
-        "redis::Script::new(r#\"{RELEASE_SCRIPT}\"#).key({}).arg({owner}).{invoke}({conn})",
+        "{krate}Script::new(r#\"{RELEASE_SCRIPT}\"#).key({}).arg({owner}).{invoke}({conn})",
         c.args[0].text
     );
     Some(Fix {

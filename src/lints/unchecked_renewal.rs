@@ -124,6 +124,7 @@ fn owner_checked(e: &Event) -> Option<Fix> {
     let c = e.command.as_ref()?;
     let owner = e.owner.as_ref()?;
     let conn = c.conn.as_ref()?;
+    let krate = c.krate.as_ref()?;
     let cmd = match c.name.as_str() {
         "EXPIRE" => "expire",
         "PEXPIRE" => "pexpire",
@@ -134,7 +135,7 @@ fn owner_checked(e: &Event) -> Option<Fix> {
     };
     let invoke = if c.is_async { "invoke_async" } else { "invoke" };
     let text = format!(
-        "redis::Script::new(r#\"if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('{cmd}', KEYS[1], ARGV[2]) else return 0 end\"#).key({}).arg({owner}).arg({}).{invoke}({conn})",
+        "{krate}Script::new(r#\"if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('{cmd}', KEYS[1], ARGV[2]) else return 0 end\"#).key({}).arg({owner}).arg({}).{invoke}({conn})",
         key.text, ttl.text
     );
     Some(Fix {

@@ -28,6 +28,9 @@ pub struct Command {
     /// method's receiver when it is a `&mut` parameter of a concrete Redis connection type.
     pub conn: Option<String>,
     pub is_async: bool,
+    /// How the code names the redis crate's root (`redis::`, `deadpool_redis::redis::`), for
+    /// the paths a fix writes; `None` when it does not show it.
+    pub krate: Option<String>,
     /// The call, from its first token to the end of the method call, or of the `query(..)` that
     /// runs a raw command (`.await` and `?` are outside).
     pub span: Span,
@@ -62,14 +65,39 @@ fn plain(e: &Expr) -> bool {
     }
 }
 
+/// A method receiver that is a `&mut` parameter of a concrete Redis connection type.
+pub(super) struct ConnParam {
+    /// An async connection (`redis::aio::…`, `cluster_async`, `ConnectionManager`).
+    pub is_async: bool,
+    /// The crate root as the parameter's type names it (`redis::`), when it is a path.
+    pub krate: Option<String>,
+}
+
+/// Does the file name `redis::…` from the crate root (so a fix may too)?
+fn names_redis_root(src: &SourceFile) -> bool {
+    src.text.match_indices("redis::").any(|(i, _)| {
+        src.text[..i]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !(c.is_alphanumeric() || c == '_' || c == ':'))
+    })
+}
+
+/// The crate root a path names (`deadpool_redis::redis::cmd` -> `deadpool_redis::redis::`).
+pub(super) fn root_of(path: &str) -> Option<String> {
+    let (root, _) = path.rsplit_once("redis::")?;
+    Some(format!("{root}redis::"))
+}
+
 /// Reads `core` (the call a pack matched) with its enclosing chain levels, innermost first.
-/// `conn_param` says whether a method receiver is a `&mut` connection parameter.
+/// `conn_param` tells whether a method receiver is a `&mut` connection parameter.
 pub(super) fn read(
     src: &SourceFile,
     core: &Expr,
     outer: &[&Expr],
-    conn_param: &dyn Fn(&Expr) -> bool,
+    conn_param: &dyn Fn(&Expr) -> Option<ConnParam>,
 ) -> Option<Command> {
+    let fallback = || names_redis_root(src).then(|| "redis::".to_string());
     let arg = |e: &Expr| {
         let span = Span::of(e);
         Arg {
@@ -84,13 +112,17 @@ pub(super) fn read(
                 return None;
             }
             let receiver = text(src, Span::of(&*m.receiver));
+            let is_async = matches!(outer.first(), Some(Expr::Await(_)));
+            // A script runs on the connection only when it is the kind the call was made on.
+            let param = conn_param(&m.receiver).filter(|p| p.is_async == is_async);
             Some(Command {
                 name: name.to_string(),
                 builder: None,
-                conn: conn_param(&m.receiver).then(|| receiver.clone()),
+                conn: param.as_ref().map(|_| receiver.clone()),
+                krate: param.and_then(|p| p.krate).or_else(fallback),
                 receiver: Some(receiver),
                 args: m.args.iter().map(arg).collect(),
-                is_async: matches!(outer.first(), Some(Expr::Await(_))),
+                is_async,
                 span: Span::of(core),
             })
         }
@@ -120,9 +152,11 @@ pub(super) fn read(
                     return None;
                 }
                 let (start, end) = (Span::of(core), Span::of(*level));
+                let builder = text(src, Span::of(&f.path));
                 return Some(Command {
                     name: name.value().to_ascii_uppercase(),
-                    builder: Some(text(src, Span::of(&f.path))),
+                    krate: root_of(&builder).or_else(fallback),
+                    builder: Some(builder),
                     receiver: None,
                     args,
                     conn: Some(text(src, Span::of(&m.args[0]))),
@@ -140,7 +174,7 @@ pub(super) fn read(
 pub(super) fn of_expr(
     src: &SourceFile,
     e: &Expr,
-    conn_param: &dyn Fn(&Expr) -> bool,
+    conn_param: &dyn Fn(&Expr) -> Option<ConnParam>,
 ) -> Option<Command> {
     let mut levels: Vec<&Expr> = Vec::new();
     let mut cur = e;

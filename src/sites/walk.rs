@@ -552,7 +552,9 @@ impl<'a, 'c> Walker<'a, 'c> {
             if m.stream_ttl {
                 failure = self.keep_alive_stream_checked(&u);
             }
-            let owner = command.as_ref().and_then(|c| self.owner_for(c, m.span));
+            let owner = command
+                .as_ref()
+                .and_then(|c| self.owner_for(c, m.span, key.as_deref()));
             self.events.push(Event {
                 kind: m.kind,
                 pack: m.pack,

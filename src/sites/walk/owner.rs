@@ -28,18 +28,28 @@ impl<'a, 'c> Walker<'a, 'c> {
 
     /// Is `r` a `&mut` parameter of a concrete Redis connection type (one a script can be
     /// invoked on as it is)?
-    pub(super) fn conn_param(&self, r: &Expr) -> bool {
-        let Some(name) = r.as_ident() else {
-            return false;
-        };
+    pub(super) fn conn_param(&self, r: &Expr) -> Option<command::ConnParam> {
+        let name = r.as_ident()?;
         let Some(syn::Type::Reference(rt)) = self.param_type(&name) else {
-            return false;
+            return None;
         };
-        rt.mutability.is_some()
-            && self.ty_of_type(&rt.elem).is_some_and(|t| {
-                t.path.starts_with("redis::")
-                    && (t.path.ends_with("Connection") || t.path.ends_with("ConnectionManager"))
-            })
+        rt.mutability?;
+        let t = self.ty_of_type(&rt.elem)?;
+        let last = t.last_segment();
+        let concrete = t.path.starts_with("redis::")
+            && (last.ends_with("Connection") || last == "ConnectionManager");
+        let written = match &*rt.elem {
+            syn::Type::Path(p) => quote::ToTokens::to_token_stream(&p.path)
+                .to_string()
+                .replace(' ', ""),
+            _ => return None,
+        };
+        concrete.then(|| command::ConnParam {
+            is_async: t.path.contains("::aio::")
+                || t.path.contains("cluster_async")
+                || last == "ConnectionManager",
+            krate: command::root_of(&written),
+        })
     }
 
     /// An acquisition's `SET key value …`: when the value is a local, remember which binding.
@@ -74,28 +84,42 @@ impl<'a, 'c> Walker<'a, 'c> {
         }
     }
 
-    /// For a release or renewal by key: the owner token of an earlier acquisition of the same
-    /// key in this function, when the binding that holds it is still the one in scope here.
-    pub(super) fn owner_for(&self, c: &Command, at: Span) -> Option<String> {
+    /// For a release or renewal by key: the owner token the earlier acquisitions of the same
+    /// key in this function wrote, when they all wrote the same binding and it is still the one
+    /// in scope here. An acquisition of the key whose value is not such a local (a literal, a
+    /// wrapper) leaves the owner unknown.
+    pub(super) fn owner_for(&self, c: &Command, at: Span, key: Option<&str>) -> Option<String> {
         if !matches!(c.name.as_str(), "DEL" | "UNLINK" | "EXPIRE" | "PEXPIRE") {
             return None;
         }
-        let key = same_text(&c.args.first()?.text);
-        self.owners
-            .iter()
-            .rev()
-            .find_map(|(site, name, serial, text)| {
-                let s = self
-                    .out
-                    .sites
-                    .get(*site)
-                    .filter(|_| *site >= self.first_site)?;
-                let acquired = s.command.as_ref()?;
-                (same_text(&acquired.args.first()?.text) == key
-                    && region::start_of(s.span) < region::start_of(at)
-                    && self.lookup(name).map(|l| l.serial) == Some(*serial))
-                .then(|| text.clone())
-            })
+        let written = same_text(&c.args.first()?.text);
+        let mut found: Option<(&String, usize, &String)> = None;
+        for (i, s) in self.out.sites.iter().enumerate().skip(self.first_site) {
+            let here = s
+                .function
+                .as_ref()
+                .is_some_and(|f| f.path == self.info.path);
+            if !here || region::start_of(s.span) >= region::start_of(at) {
+                continue;
+            }
+            let same_key = s
+                .command
+                .as_ref()
+                .and_then(|a| a.args.first())
+                .is_some_and(|a| same_text(&a.text) == written)
+                || key.is_some() && (s.key.as_deref() == key || s.key_expr.as_deref() == key);
+            if !same_key {
+                continue;
+            }
+            let (_, name, serial, text) = self.owners.iter().find(|o| o.0 == i)?;
+            match found {
+                None => found = Some((name, *serial, text)),
+                Some((n, se, _)) if n == name && se == *serial => {}
+                Some(_) => return None,
+            }
+        }
+        let (name, serial, text) = found?;
+        (self.lookup(name).map(|l| l.serial) == Some(serial)).then(|| text.clone())
     }
 
     /// `let ok: bool = con.set_nx(k, v)…;` directly followed by an `EXPIRE`/`PEXPIRE` of the
