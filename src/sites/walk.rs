@@ -389,9 +389,8 @@ pub(super) struct Walker<'a, 'c> {
     serials: usize,
     /// The last serial given to a parameter.
     param_serials: usize,
-    /// Acquisitions whose written value is a local (`.arg(&token)`): the site's index, the
-    /// command, the local's name and binding serial, and the text to pass it on with.
-    owners: Vec<(usize, String, usize, String)>,
+    /// Acquisitions whose written value is a local (`.arg(&token)`).
+    owners: Vec<owner::OwnerNote>,
 }
 
 impl<'a, 'c> Walker<'a, 'c> {

@@ -4,6 +4,19 @@
 
 use super::*;
 
+/// An acquisition that wrote a local's value (the owner token).
+pub(super) struct OwnerNote {
+    /// The site's index in the file's sites.
+    site: usize,
+    name: String,
+    serial: usize,
+    /// How a fix passes it on (`&token`, or `token` for a reference parameter).
+    text: String,
+    /// The bindings the key expression reads, by name and serial: a key rebound since names
+    /// another key.
+    key_bindings: Vec<(String, Option<usize>)>,
+}
+
 impl<'a, 'c> Walker<'a, 'c> {
     pub(super) fn next_serial(&mut self) -> usize {
         self.serials += 1;
@@ -79,9 +92,19 @@ impl<'a, 'c> Walker<'a, 'c> {
                 _ => return,
             },
         };
-        if let Some(serial) = self.lookup(&name).map(|l| l.serial) {
-            self.owners.push((self.out.sites.len(), name, serial, text));
-        }
+        let Some(serial) = self.lookup(&name).map(|l| l.serial) else {
+            return;
+        };
+        let Some(key_bindings) = self.bindings_of(&c.args[0].text) else {
+            return;
+        };
+        self.owners.push(OwnerNote {
+            site: self.out.sites.len(),
+            name,
+            serial,
+            text,
+            key_bindings,
+        });
     }
 
     /// For a release or renewal by key: the owner token the earlier acquisitions of the same
@@ -111,15 +134,35 @@ impl<'a, 'c> Walker<'a, 'c> {
             if !same_key {
                 continue;
             }
-            let (_, name, serial, text) = self.owners.iter().find(|o| o.0 == i)?;
+            let o = self.owners.iter().find(|o| o.site == i)?;
+            if self.bindings_of(&c.args[0].text).as_ref() != Some(&o.key_bindings) {
+                return None;
+            }
             match found {
-                None => found = Some((name, *serial, text)),
-                Some((n, se, _)) if n == name && se == *serial => {}
+                None => found = Some((&o.name, o.serial, &o.text)),
+                Some((n, se, _)) if *n == o.name && se == o.serial => {}
                 Some(_) => return None,
             }
         }
         let (name, serial, text) = found?;
         (self.lookup(name).map(|l| l.serial) == Some(serial)).then(|| text.clone())
+    }
+
+    /// The bindings an expression's text reads, sorted, each with its serial (`None`: not a
+    /// local, e.g. a constant or a function).
+    fn bindings_of(&self, text: &str) -> Option<Vec<(String, Option<usize>)>> {
+        let e = syn::parse_str::<Expr>(text).ok()?;
+        let mut names: Vec<String> = idents_in(&e).into_iter().collect();
+        names.sort();
+        Some(
+            names
+                .into_iter()
+                .map(|n| {
+                    let serial = self.lookup(&n).map(|l| l.serial);
+                    (n, serial)
+                })
+                .collect(),
+        )
     }
 
     /// `let ok: bool = con.set_nx(k, v)…;` directly followed by an `EXPIRE`/`PEXPIRE` of the
