@@ -73,31 +73,35 @@ pub(super) struct ConnParam {
     pub krate: Option<String>,
 }
 
-/// Does the file name `redis::…` from the crate root (so a fix may too)?
-fn names_redis_root(src: &SourceFile) -> bool {
-    src.text.match_indices("redis::").any(|(i, _)| {
-        src.text[..i]
-            .chars()
-            .next_back()
-            .is_none_or(|c| !(c.is_alphanumeric() || c == '_' || c == ':'))
-    })
-}
-
 /// The crate root a path names (`deadpool_redis::redis::cmd` -> `deadpool_redis::redis::`).
 pub(super) fn root_of(path: &str) -> Option<String> {
-    let (root, _) = path.rsplit_once("redis::")?;
-    Some(format!("{root}redis::"))
+    let segs: Vec<&str> = path.split("::").collect();
+    let at = segs[..segs.len().saturating_sub(1)]
+        .iter()
+        .rposition(|s| *s == "redis")?;
+    Some(format!("{}::", segs[..=at].join("::")))
+}
+
+/// What reading a command asks of the walker.
+pub(super) struct Env<'e> {
+    /// Is a method receiver a `&mut` connection parameter?
+    pub conn_param: &'e dyn Fn(&Expr) -> Option<ConnParam>,
+    /// A path as the file's imports resolve it (re-exports kept: `deadpool_redis::redis::…`).
+    pub resolve: &'e dyn Fn(&syn::Path) -> String,
 }
 
 /// Reads `core` (the call a pack matched) with its enclosing chain levels, innermost first.
-/// `conn_param` tells whether a method receiver is a `&mut` connection parameter.
 pub(super) fn read(
     src: &SourceFile,
     core: &Expr,
     outer: &[&Expr],
-    conn_param: &dyn Fn(&Expr) -> Option<ConnParam>,
+    env: &Env<'_>,
 ) -> Option<Command> {
-    let fallback = || names_redis_root(src).then(|| "redis::".to_string());
+    // The crate as the file imports it: a method call compiles only with its trait in scope.
+    let by_import = |name: &str| {
+        let path = syn::parse_str::<syn::Path>(name).ok()?;
+        root_of(&(env.resolve)(&path))
+    };
     let arg = |e: &Expr| {
         let span = Span::of(e);
         Arg {
@@ -114,12 +118,18 @@ pub(super) fn read(
             let receiver = text(src, Span::of(&*m.receiver));
             let is_async = matches!(outer.first(), Some(Expr::Await(_)));
             // A script runs on the connection only when it is the kind the call was made on.
-            let param = conn_param(&m.receiver).filter(|p| p.is_async == is_async);
+            let param = (env.conn_param)(&m.receiver).filter(|p| p.is_async == is_async);
             Some(Command {
                 name: name.to_string(),
                 builder: None,
                 conn: param.as_ref().map(|_| receiver.clone()),
-                krate: param.and_then(|p| p.krate).or_else(fallback),
+                krate: param.and_then(|p| p.krate).or_else(|| {
+                    by_import(if is_async {
+                        "AsyncCommands"
+                    } else {
+                        "Commands"
+                    })
+                }),
                 receiver: Some(receiver),
                 args: m.args.iter().map(arg).collect(),
                 is_async,
@@ -155,7 +165,7 @@ pub(super) fn read(
                 let builder = text(src, Span::of(&f.path));
                 return Some(Command {
                     name: name.value().to_ascii_uppercase(),
-                    krate: root_of(&builder).or_else(fallback),
+                    krate: root_of(&builder).or_else(|| root_of(&(env.resolve)(&f.path))),
                     builder: Some(builder),
                     receiver: None,
                     args,
@@ -171,11 +181,7 @@ pub(super) fn read(
 }
 
 /// Reads the command a whole statement expression runs (`con.expire(k, 30).await?`).
-pub(super) fn of_expr(
-    src: &SourceFile,
-    e: &Expr,
-    conn_param: &dyn Fn(&Expr) -> Option<ConnParam>,
-) -> Option<Command> {
+pub(super) fn of_expr(src: &SourceFile, e: &Expr, env: &Env<'_>) -> Option<Command> {
     let mut levels: Vec<&Expr> = Vec::new();
     let mut cur = e;
     loop {
@@ -193,7 +199,7 @@ pub(super) fn of_expr(
     // Innermost first: the core is the first level a command is read from.
     for i in (0..levels.len()).rev() {
         let outer: Vec<&Expr> = levels[..i].iter().rev().copied().collect();
-        if let Some(c) = read(src, levels[i], &outer, conn_param) {
+        if let Some(c) = read(src, levels[i], &outer, env) {
             // Nothing but `.await` and `?` may follow: anything else would use the reply.
             let consumed = usize::from(c.builder.is_some()) * (c.args.len() + 1);
             return outer[consumed.min(outer.len())..]
@@ -203,4 +209,23 @@ pub(super) fn of_expr(
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::root_of;
+
+    #[test]
+    fn the_crate_root_is_the_last_whole_redis_segment() {
+        assert_eq!(root_of("redis::cmd").as_deref(), Some("redis::"));
+        assert_eq!(
+            root_of("deadpool_redis::redis::aio::MultiplexedConnection").as_deref(),
+            Some("deadpool_redis::redis::")
+        );
+        assert_eq!(root_of("::redis::Commands").as_deref(), Some("::redis::"));
+        // A crate whose name merely ends in `redis` is not the redis crate.
+        assert_eq!(root_of("deadpool_redis::Connection"), None);
+        assert_eq!(root_of("cmd"), None);
+        assert_eq!(root_of("redis"), None);
+    }
 }

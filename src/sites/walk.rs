@@ -501,7 +501,13 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .collect();
                 let outer: Vec<&'a Expr> = levels[..i].iter().rev().copied().collect();
                 let command = (self.cx.packs.packs[m.pack].pack.name == "redis")
-                    .then(|| command::read(self.cx.source, core, &outer, &|r| self.conn_param(r)))
+                    .then(|| {
+                        let env = command::Env {
+                            conn_param: &|r| self.conn_param(r),
+                            resolve: &|p| self.imports_path(p),
+                        };
+                        command::read(self.cx.source, core, &outer, &env)
+                    })
                     .flatten();
                 self.record(m, &outward, u, region::end_of(Span::of(e)), command);
                 return;

@@ -39,6 +39,12 @@ impl<'a, 'c> Walker<'a, 'c> {
         })
     }
 
+    /// A path as the imports resolve it, before re-exports and pack aliases are looked through.
+    pub(super) fn imports_path(&self, p: &syn::Path) -> String {
+        self.imports
+            .resolve(p, self.self_ty.as_ref(), &self.known())
+    }
+
     /// Is `r` a `&mut` parameter of a concrete Redis connection type (one a script can be
     /// invoked on as it is)?
     pub(super) fn conn_param(&self, r: &Expr) -> Option<command::ConnParam> {
@@ -52,9 +58,7 @@ impl<'a, 'c> Walker<'a, 'c> {
         let concrete = t.path.starts_with("redis::")
             && (last.ends_with("Connection") || last == "ConnectionManager");
         let written = match &*rt.elem {
-            syn::Type::Path(p) => quote::ToTokens::to_token_stream(&p.path)
-                .to_string()
-                .replace(' ', ""),
+            syn::Type::Path(p) => self.imports_path(&p.path),
             _ => return None,
         };
         concrete.then(|| command::ConnParam {
@@ -197,7 +201,14 @@ impl<'a, 'c> Walker<'a, 'c> {
             Stmt::Expr(e, Some(_)) => e,
             _ => return None,
         };
-        let expire = command::of_expr(self.cx.source, e, &|r| self.conn_param(r))?;
+        let expire = command::of_expr(
+            self.cx.source,
+            e,
+            &command::Env {
+                conn_param: &|r| self.conn_param(r),
+                resolve: &|p| self.imports_path(p),
+            },
+        )?;
         let same = matches!(expire.name.as_str(), "EXPIRE" | "PEXPIRE")
             && expire.args.len() == 2
             && expire.is_async == c.is_async
