@@ -189,6 +189,12 @@ pub struct CheckArgs {
     /// Analyse the member crates of this Cargo workspace (or package) instead of PATHs.
     #[arg(long)]
     pub manifest_path: Option<PathBuf>,
+    /// Apply the findings' mechanical fixes to the files, then report what remains.
+    #[arg(long, conflicts_with_all = ["diff", "write_baseline"])]
+    pub fix: bool,
+    /// Print the findings' mechanical fixes as a unified diff instead of the report; write nothing.
+    #[arg(long, conflicts_with = "write_baseline")]
+    pub diff: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

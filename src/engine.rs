@@ -1577,6 +1577,11 @@ fn make_finding(
         end_line,
         end_column,
     } = v.span;
+    let mut fix = v.fix;
+    if let Some(f) = &mut fix {
+        f.edits.iter_mut().for_each(|e| e.locate(src));
+        f.edits.sort_by_key(|e| (e.start, e.end));
+    }
     Finding {
         rule,
         severity,
@@ -1587,7 +1592,7 @@ fn make_finding(
         end_column,
         message: v.message,
         help: v.help,
-        fix: v.fix,
+        fix,
         fingerprint: String::new(),
         line_text: crate::report::normalize_line(line_prefix(src.line(line))),
         context: v.context,

@@ -63,6 +63,7 @@ fn run(args: Args) -> Result<u8, ToolError> {
         Command::Check(mut a) => {
             commands::expand_manifest(&mut a)?;
             let (baseline_file, write_baseline) = (a.baseline.clone(), a.write_baseline.clone());
+            let (fix, diff) = (a.fix, a.diff);
             let baseline = baseline_file.as_deref().map(Baseline::load).transpose()?;
             let settings = CheckSettings::from_args(a)?;
             let mut outcome = engine::check(&settings)?;
@@ -91,7 +92,36 @@ fn run(args: Args) -> Result<u8, ToolError> {
                 );
                 return Ok(0);
             }
-            let applied = baseline.map(|b| b.apply(&mut outcome.report));
+            let mut applied = baseline.as_ref().map(|b| b.apply(&mut outcome.report));
+            if diff || fix {
+                let plan = commands::fix::Plan::of(&outcome.report);
+                for note in &plan.skipped {
+                    eprintln!("lockaudit: {note}");
+                }
+                if diff {
+                    emit(&plan.diff(), settings.output.as_deref())?;
+                    eprintln!(
+                        "lockaudit: {} fix(es) would be applied in {} file(s)",
+                        plan.fixes,
+                        plan.files.len()
+                    );
+                    return Ok(if outcome.report.fails(settings.fail_on) {
+                        EXIT_FINDINGS
+                    } else {
+                        0
+                    });
+                }
+                let written = plan.write();
+                eprintln!(
+                    "lockaudit: applied {written} fix(es) in {} file(s)",
+                    plan.files.len()
+                );
+                // What remains is what the fixed files say now.
+                if written > 0 {
+                    outcome = engine::check(&settings)?;
+                    applied = baseline.as_ref().map(|b| b.apply(&mut outcome.report));
+                }
+            }
             let r = &outcome.report;
             let text = match settings.format {
                 Format::Human => report::human::render(r, settings.color),

@@ -457,6 +457,30 @@ mod sarif {
         pub partial_fingerprints: Fingerprints,
         #[serde(default)]
         pub suppressions: Vec<Suppression>,
+        #[serde(default)]
+        pub fixes: Vec<Fix>,
+    }
+
+    /// §3.55.
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    pub struct Fix {
+        pub description: Text,
+        pub artifact_changes: Vec<ArtifactChange>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    pub struct ArtifactChange {
+        pub artifact_location: Artifact,
+        pub replacements: Vec<Replacement>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields, rename_all = "camelCase")]
+    pub struct Replacement {
+        pub deleted_region: Region,
+        pub inserted_content: Option<Text>,
     }
 
     #[derive(Deserialize)]
@@ -587,6 +611,27 @@ mod sarif {
             assert_eq!(res.locations.len(), 1);
             let p = &res.locations[0].physical_location;
             uri_ok(&p.artifact_location, &run.original_uri_base_ids);
+            for f in &res.fixes {
+                assert!(!f.description.text.is_empty());
+                assert!(!f.artifact_changes.is_empty());
+                for c in &f.artifact_changes {
+                    uri_ok(&c.artifact_location, &run.original_uri_base_ids);
+                    assert_eq!(c.artifact_location.uri, p.artifact_location.uri);
+                    assert!(!c.replacements.is_empty());
+                    for r in &c.replacements {
+                        let d = &r.deleted_region;
+                        let start = (d.start_line, d.start_column.expect("startColumn"));
+                        let end = (
+                            d.end_line.expect("endLine"),
+                            d.end_column.expect("endColumn"),
+                        );
+                        assert!(start.0 >= 1 && start.1 >= 1 && end.1 >= 1);
+                        assert!(end >= start, "deletedRegion ends before it starts");
+                        let inserted = r.inserted_content.as_ref().map(|t| t.text.as_str());
+                        assert!(start != end || inserted.is_some_and(|t| !t.is_empty()));
+                    }
+                }
+            }
             let r = p.region.as_ref().expect("a result has a region");
             let (sc, el, ec) = (
                 r.start_column.expect("startColumn"),
@@ -646,6 +691,10 @@ fn sarif_of_the_fixtures_validates() {
     let log: sarif::Log = serde_json::from_slice(&std::fs::read(&out).expect("read"))
         .unwrap_or_else(|e| panic!("the SARIF log does not have the shape we emit: {e}"));
     sarif::check(&log);
+    assert!(
+        log.runs[0].results.iter().any(|r| !r.fixes.is_empty()),
+        "the fixtures have fixes"
+    );
     // The typed check is strict: a field it does not know is an error, not ignored.
     let mut extra: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&out).expect("read")).expect("json");

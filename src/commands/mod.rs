@@ -4,6 +4,7 @@
 pub mod annotate;
 pub mod baseline;
 pub mod docs;
+pub mod fix;
 pub mod inventory;
 pub mod workspace;
 

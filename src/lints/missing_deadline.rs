@@ -1,7 +1,8 @@
 use super::{Violation, lock_name};
 use crate::classify::Classified;
 use crate::config::RuleOptions;
-use crate::sites::Ttl;
+use crate::report::{Edit, Fix};
+use crate::sites::{Site, Ttl};
 
 /// ## What it does
 /// Flags an acquisition that sets no deadline where the caller must set one: `SET … NX` without
@@ -35,6 +36,10 @@ use crate::sites::Ttl;
 ///     .arg("lock:import").arg(&token).arg("NX").arg("PX").arg(30_000)
 ///     .query_async(&mut con).await?;
 /// ```
+/// `lockaudit check --fix` makes this change itself when `let ok: bool = …set_nx(k, v)…;` (or
+/// `redis::cmd("SETNX")`) is directly followed by an `EXPIRE`/`PEXPIRE` of the same key on the
+/// same connection whose reply is thrown away.
+///
 /// For etcd, a lease you grant, keep alive while you work and pass with the lock:
 /// ```rust
 /// let lease = client.lease_grant(30, None).await?;
@@ -69,6 +74,55 @@ pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {
         } else {
             "set the expiry in the acquiring call itself (SET … NX PX <ms>), so a crashed holder cannot keep the lock forever".into()
         },
+        fix: setnx_then_expire(&c.site),
         ..Default::default()
+    })
+}
+
+/// `let ok: bool = con.set_nx(k, v)…;` directly followed by `con.expire(k, ttl)…;`: one
+/// `SET k v NX EX ttl` (`PX` for `pexpire`), and the `EXPIRE` statement removed. The reply
+/// converts to the same `bool` (`OK` is true, nil false, as 1 and 0 were).
+fn setnx_then_expire(site: &Site) -> Option<Fix> {
+    let c = site.command.as_ref()?;
+    let after = site.expire_after.as_ref()?;
+    let [key, value] = c.args.as_slice() else {
+        return None;
+    };
+    let ttl = &after.command.args.get(1)?.text;
+    let krate = c.krate.as_deref()?;
+    let unit = if after.command.name == "PEXPIRE" {
+        "PX"
+    } else {
+        "EX"
+    };
+    let set = match (&c.builder, &c.conn) {
+        (builder, Some(conn)) => format!(
+            "{}(\"SET\").arg({}).arg({}).arg(\"NX\").arg(\"{unit}\").arg({ttl}).{}({conn})",
+            builder.clone().unwrap_or_else(|| format!("{krate}cmd")),
+            key.text,
+            value.text,
+            if c.is_async { "query_async" } else { "query" },
+        ),
+        // `SetExpiry` takes an integer whose type differs between redis versions: only a
+        // literal fits them all.
+        (None, None)
+            if ttl.starts_with(|d: char| d.is_ascii_digit())
+                && ttl.bytes().all(|b| b.is_ascii_digit() || b == b'_') =>
+        {
+            format!(
+                "{}.set_options({}, {}, {krate}SetOptions::default().conditional_set({krate}ExistenceCheck::NX).with_expiration({krate}SetExpiry::{unit}({ttl})))",
+                c.receiver.as_deref()?,
+                key.text,
+                value.text,
+            )
+        }
+        _ => return None,
+    };
+    Some(Fix {
+        message: format!("set the key and its expiry in one `SET … NX {unit}`"),
+        edits: vec![
+            Edit::replace(c.span, set),
+            Edit::delete_lines(after.lines.0, after.lines.1),
+        ],
     })
 }

@@ -2,6 +2,8 @@ use super::unchecked_renewal::lock_key;
 use super::{FileView, Violation};
 use crate::config::RuleOptions;
 use crate::packs::CallKind;
+use crate::region::Event;
+use crate::report::{Edit, Fix};
 
 /// ## What it does
 /// Flags a release that deletes the lock's key without checking the owner: `DEL`, `del` or
@@ -29,6 +31,11 @@ use crate::packs::CallKind;
 /// ```
 /// or `fenced-lock`'s `release`, which never deletes someone else's lock.
 ///
+/// `lockaudit check --fix` makes this change itself for a `DEL`/`del`/`UNLINK` of a key that
+/// this function locked with `SET key token NX …`, when the token (`&token`, or a `&str`
+/// parameter) is still the same binding at the release and the connection is a `&mut`
+/// parameter of a Redis connection type or the raw command's `query` argument.
+///
 /// ## Known limits
 /// A key counts as a lock's key when a lock in the same file uses it, or when its text mentions
 /// `lock`.
@@ -44,7 +51,32 @@ pub fn check(view: &FileView<'_>, _: &RuleOptions) -> Vec<Violation> {
             help: "release with compare-and-delete (a Lua script comparing the owner token) so a stale holder cannot delete someone else's lock".into(),
             fn_line: Some(e.fn_line),
             context: e.function.clone(),
-            fix: None,
+            fix: fix(e),
         })
         .collect()
+}
+
+/// Compare-and-delete: deletes the key only while it still holds this process's token.
+pub(crate) const RELEASE_SCRIPT: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
+/// `DEL key` (a method or a raw command) on a connection the code names, with the token the
+/// lock was taken with still in scope: the same call as a compare-and-delete script. Its reply
+/// is an integer like `DEL`'s (1 deleted, 0 not), so the code around it stays as it is.
+fn fix(e: &Event) -> Option<Fix> {
+    let c = e.command.as_ref()?;
+    let owner = e.owner.as_ref()?;
+    let conn = c.conn.as_ref()?;
+    let krate = c.krate.as_ref()?;
+    if !matches!(c.name.as_str(), "DEL" | "UNLINK") || c.args.len() != 1 {
+        return None;
+    }
+    let invoke = if c.is_async { "invoke_async" } else { "invoke" };
+    let text = format!(
+        "{krate}Script::new(r#\"{RELEASE_SCRIPT}\"#).key({}).arg({owner}).{invoke}({conn})",
+        c.args[0].text
+    );
+    Some(Fix {
+        message: format!("release with compare-and-delete on `{owner}`"),
+        edits: vec![Edit::replace(c.span, text)],
+    })
 }

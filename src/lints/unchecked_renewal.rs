@@ -2,6 +2,7 @@ use super::{FileView, Violation};
 use crate::config::RuleOptions;
 use crate::packs::CallKind;
 use crate::region::Event;
+use crate::report::{Edit, Fix};
 use crate::sites::{Failure, Ttl};
 
 /// ## What it does
@@ -32,7 +33,17 @@ use crate::sites::{Failure, Ttl};
 /// ```rust
 /// backend.renew(&mut lease).await?; // Err(LockLost) when the lease is no longer ours
 /// ```
-/// or a keeper that does that in the background and cancels the work on loss.
+/// or a keeper that does that in the background and cancels the work on loss. For a bare
+/// Redis lock, a script that compares the token before it re-expires the key:
+/// ```rust
+/// let renewed: i32 = redis::Script::new(r#"if redis.call('get', KEYS[1]) == ARGV[1] then
+///     return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"#)
+///     .key("lock:import").arg(&token).arg(30_000).invoke_async(&mut con).await?;
+/// ```
+/// `lockaudit check --fix` makes this change itself for an `EXPIRE`/`PEXPIRE` (method or raw
+/// command) of a key this function locked with `SET key token NX …`, when the token is still the
+/// same binding there and the connection is one the code names (see `unchecked-release`). The
+/// renewal's failure must still stop the work: the script replies 0 when the lock was lost.
 ///
 /// ## Known limits
 /// A key counts as a lock's key when a lock in the same file uses it, or when its text mentions
@@ -85,7 +96,9 @@ pub fn check(view: &FileView<'_>, _: &RuleOptions) -> Vec<Violation> {
         if completes_setnx(view, e) || !e.owner_checked && !lock_key(view, e) {
             continue;
         }
+        let mut fix = None;
         let message = if !e.owner_checked && lock_key(view, e) {
+            fix = owner_checked(e);
             format!("`{}` renews the lock without checking who holds it", e.api)
         } else if let Failure::Ignored { reason } = &e.failure {
             format!("`{}` renews the lock, but {reason}", e.api)
@@ -98,8 +111,35 @@ pub fn check(view: &FileView<'_>, _: &RuleOptions) -> Vec<Violation> {
             help: "renew with an owner check (compare the stored token in one script, or fenced-lock's renew) and stop the work when renewal fails".into(),
             fn_line: Some(e.fn_line),
             context: e.function.clone(),
-            fix: None,
+            fix,
         });
     }
     out
+}
+
+/// `EXPIRE key s` / `PEXPIRE key ms` on a connection the code names, with the token the lock was
+/// taken with still in scope: the same call as a script that re-expires the key only while it
+/// holds that token. Its reply is an integer like the command's (1 renewed, 0 not).
+fn owner_checked(e: &Event) -> Option<Fix> {
+    let c = e.command.as_ref()?;
+    let owner = e.owner.as_ref()?;
+    let conn = c.conn.as_ref()?;
+    let krate = c.krate.as_ref()?;
+    let cmd = match c.name.as_str() {
+        "EXPIRE" => "expire",
+        "PEXPIRE" => "pexpire",
+        _ => return None,
+    };
+    let [key, ttl] = c.args.as_slice() else {
+        return None;
+    };
+    let invoke = if c.is_async { "invoke_async" } else { "invoke" };
+    let text = format!(
+        "{krate}Script::new(r#\"if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('{cmd}', KEYS[1], ARGV[2]) else return 0 end\"#).key({}).arg({owner}).arg({}).{invoke}({conn})",
+        key.text, ttl.text
+    );
+    Some(Fix {
+        message: format!("renew only while the key holds `{owner}`"),
+        edits: vec![Edit::replace(c.span, text)],
+    })
 }

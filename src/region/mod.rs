@@ -50,6 +50,11 @@ pub struct Event {
     /// Line of the enclosing function's `fn`, for suppressions above it.
     pub fn_line: usize,
     pub function: String,
+    /// The Redis command as written, when it has a plain shape.
+    pub command: Option<crate::sites::Command>,
+    /// The owner token an acquisition of the same key wrote, as this point can name it, when
+    /// the binding that holds it is still in scope (`&token`).
+    pub owner: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -113,8 +113,8 @@ pub struct Fix {
 }
 
 /// Replace `start..end` (byte offsets into the file as read) with `replacement`. The line and
-/// column pairs (1-based lines, 1-based character columns, as in findings) locate the same range
-/// for formats that want them.
+/// column pairs (1-based lines, 0-based character columns, unlike findings' 1-based ones) locate
+/// the same range for formats that want them.
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct Edit {
     pub start: usize,
@@ -124,6 +124,41 @@ pub struct Edit {
     pub end_line: usize,
     pub end_column: usize,
     pub replacement: String,
+}
+
+impl Edit {
+    /// Replace `span` (1-based columns, as spans have them) with `replacement`. The byte offsets
+    /// are filled in from the file's text when the finding is made (`Edit::locate`).
+    pub fn replace(span: crate::source::Span, replacement: String) -> Edit {
+        Edit {
+            start: 0,
+            end: 0,
+            start_line: span.line,
+            start_column: span.column.saturating_sub(1),
+            end_line: span.end_line,
+            end_column: span.end_column.saturating_sub(1),
+            replacement,
+        }
+    }
+
+    /// Delete whole lines `first..=last`, with their line breaks.
+    pub fn delete_lines(first: usize, last: usize) -> Edit {
+        Edit {
+            start: 0,
+            end: 0,
+            start_line: first,
+            start_column: 0,
+            end_line: last + 1,
+            end_column: 0,
+            replacement: String::new(),
+        }
+    }
+
+    /// Sets the byte offsets from the line and column pairs.
+    pub fn locate(&mut self, src: &crate::source::SourceFile) {
+        self.start = src.offset(self.start_line, self.start_column + 1);
+        self.end = src.offset(self.end_line, self.end_column + 1);
+    }
 }
 
 /// The whole result of a run.

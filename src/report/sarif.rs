@@ -87,6 +87,30 @@ struct SarifResult<'a> {
     partial_fingerprints: Fingerprints<'a>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     suppressions: Vec<Suppression>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    fixes: Vec<SarifFix>,
+}
+
+/// §3.55: a fix is changes to artifacts, each a list of replacements.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SarifFix {
+    description: Text,
+    artifact_changes: Vec<ArtifactChange>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ArtifactChange {
+    artifact_location: Artifact,
+    replacements: Vec<Replacement>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Replacement {
+    deleted_region: Region,
+    inserted_content: Text,
 }
 
 #[derive(Serialize)]
@@ -203,6 +227,40 @@ fn artifact(path: &str) -> Artifact {
     }
 }
 
+/// A finding's fix, its columns in UTF-16 code units like the results' (`columnKind`).
+fn fix(report: &Report, path: &str, fix: &super::Fix) -> SarifFix {
+    let text = report.sources.get(path);
+    let utf16 = |line: usize, col: usize| {
+        text.and_then(|t| t.lines().nth(line.wrapping_sub(1)))
+            .map_or(col + 1, |l| {
+                l.chars().take(col).map(char::len_utf16).sum::<usize>() + 1
+            })
+    };
+    SarifFix {
+        description: Text {
+            text: fix.message.clone(),
+        },
+        artifact_changes: vec![ArtifactChange {
+            artifact_location: artifact(path),
+            replacements: fix
+                .edits
+                .iter()
+                .map(|e| Replacement {
+                    deleted_region: Region {
+                        start_line: e.start_line,
+                        start_column: utf16(e.start_line, e.start_column),
+                        end_line: e.end_line,
+                        end_column: utf16(e.end_line, e.end_column),
+                    },
+                    inserted_content: Text {
+                        text: e.replacement.clone(),
+                    },
+                })
+                .collect(),
+        }],
+    }
+}
+
 /// "unclassified-lock" -> "UnclassifiedLock" (SARIF's `name` is a readable identifier).
 fn pascal(id: &str) -> String {
     id.split('-')
@@ -298,6 +356,11 @@ pub fn render(
                         justification: r.clone(),
                     }]
                 })
+                .unwrap_or_default(),
+            fixes: f
+                .fix
+                .as_ref()
+                .map(|x| vec![fix(report, &f.path, x)])
                 .unwrap_or_default(),
         })
         .collect();

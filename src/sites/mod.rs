@@ -2,6 +2,7 @@
 //! deadline, how failure is handled, fencing). Detection is by what a receiver *is* (its resolved
 //! type), never by a method name alone: `mutex.lock()` is not a site, `manager.lock(k, ttl)` is.
 
+mod command;
 mod failure;
 mod fields;
 mod matchers;
@@ -19,6 +20,7 @@ use crate::packs::{CallKind, PackSet, ReleaseStyle};
 use crate::region::{Event, Region};
 use crate::source::{SourceFile, Span};
 
+pub use command::{Arg, Command};
 pub use pipeline::PipeVia;
 pub use summary::Held;
 pub use walk::analyze_file;
@@ -112,6 +114,18 @@ pub struct Site {
     /// The purpose its library declares for the lock (and what fences it), below the code's and
     /// the config's own word.
     pub library_purpose: Option<(crate::directives::DeclaredPurpose, Option<String>)>,
+    /// The Redis command as written, when it has a plain shape (see `command`).
+    pub command: Option<Command>,
+    /// For `let ok: bool = con.set_nx(k, v)`: the `EXPIRE` statement right after it.
+    pub expire_after: Option<ExpireAfter>,
+}
+
+/// An `EXPIRE`/`PEXPIRE` statement that directly follows a `SETNX` of the same key on the same
+/// connection, with its reply thrown away, alone on its lines (first and last, 1-based).
+#[derive(Debug, Clone)]
+pub struct ExpireAfter {
+    pub command: Command,
+    pub lines: (usize, usize),
 }
 
 /// `SystemTime::now()` and friends used for a lock's expiry.

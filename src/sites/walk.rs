@@ -6,10 +6,11 @@ use std::collections::{HashMap, HashSet};
 use syn::visit::Visit;
 use syn::{Expr, Pat, Stmt};
 
+use super::command::{self, Command};
 use super::failure::{self, Use};
 use super::matchers::{self, Matched};
 use super::summary::{self, FnFlow};
-use super::{Clock, FileCx, FileFacts, FnInfo, Site};
+use super::{Clock, ExpireAfter, FileCx, FileFacts, FnInfo, Site};
 use crate::model::eval::{Lookup, Value};
 use crate::model::index::ty_with;
 use crate::model::{Imports, Ty};
@@ -17,6 +18,7 @@ use crate::region::{self, Event, Holding, Marker, MarkerKind, Pos};
 use crate::source::Span;
 
 mod clocks;
+mod owner;
 mod typing;
 
 use clocks::Clocks;
@@ -230,6 +232,9 @@ fn analyze_fn<'a>(
         in_closures: HashSet::new(),
         forwarded: std::cell::RefCell::new(Vec::new()),
         value_loop: None,
+        serials: 0,
+        param_serials: 0,
+        owners: Vec::new(),
     };
     w.first_site = w.out.sites.len();
     // The function's own generics shadow the impl's (`impl<K: Kv> Alloc<K>`).
@@ -270,6 +275,7 @@ fn analyze_fn<'a>(
             w.bind(&pt.pat, None, ty);
         }
     }
+    w.param_serials = w.serials;
     w.ret = match &sig.output {
         syn::ReturnType::Default => None,
         syn::ReturnType::Type(_, t) => w.ty_of_type(t),
@@ -356,6 +362,8 @@ struct Local<'a> {
     init: Option<&'a Expr>,
     /// Arguments added by later statements (`cmd.arg(key).arg("NX");`), in order.
     args: Vec<&'a Expr>,
+    /// Which binding this is: a new `let` of the same name, or an assignment, gets a new one.
+    serial: usize,
 }
 
 pub(super) struct Walker<'a, 'c> {
@@ -426,6 +434,12 @@ pub(super) struct Walker<'a, 'c> {
     pub(super) forwarded: std::cell::RefCell<Vec<(usize, String, String)>>,
     /// The `loop` that is the function's value: a `break` out of it returns.
     value_loop: Option<Span>,
+    /// Serials handed out to locals so far.
+    serials: usize,
+    /// The last serial given to a parameter.
+    param_serials: usize,
+    /// Acquisitions whose written value is a local (`.arg(&token)`).
+    owners: Vec<owner::OwnerNote>,
 }
 
 impl<'a, 'c> Walker<'a, 'c> {
@@ -534,13 +548,30 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .rev()
                     .copied()
                     .collect();
-                self.record(m, &outward, u, region::end_of(Span::of(e)));
+                let outer: Vec<&'a Expr> = levels[..i].iter().rev().copied().collect();
+                let command = (self.cx.packs.packs[m.pack].pack.name == "redis")
+                    .then(|| {
+                        let env = command::Env {
+                            conn_param: &|r| self.conn_param(r),
+                            resolve: &|p| self.imports_path(p),
+                        };
+                        command::read(self.cx.source, core, &outer, &env)
+                    })
+                    .flatten();
+                self.record(m, &outward, u, region::end_of(Span::of(e)), command);
                 return;
             }
         }
     }
 
-    fn record(&mut self, m: Matched<'a>, outward: &[&'a Expr], u: Use<'a>, chain_end: Pos) {
+    fn record(
+        &mut self,
+        m: Matched<'a>,
+        outward: &[&'a Expr],
+        u: Use<'a>,
+        chain_end: Pos,
+        command: Option<Command>,
+    ) {
         let failure = match &m.pipeline {
             // A lock command in a pipeline: its reply is judged where the pipeline runs.
             Some(run) if m.discarded.is_none() => super::pipeline::judge(self, run, outward, &u),
@@ -575,6 +606,9 @@ impl<'a, 'c> Walker<'a, 'c> {
             if m.stream_ttl {
                 failure = self.keep_alive_stream_checked(&u);
             }
+            let owner = command
+                .as_ref()
+                .and_then(|c| self.owner_for(c, m.span, key.as_deref()));
             self.events.push(Event {
                 kind: m.kind,
                 pack: m.pack,
@@ -589,6 +623,8 @@ impl<'a, 'c> Walker<'a, 'c> {
                 owner_checked: m.owner_checked,
                 fn_line: self.info.sig_line,
                 function: self.info.path.clone(),
+                command,
+                owner,
             });
             return;
         }
@@ -611,6 +647,10 @@ impl<'a, 'c> Walker<'a, 'c> {
             holding.scope_end = end;
         }
         holding.handle = m.handle;
+        if let Some(c) = &command {
+            self.note_owner(c);
+        }
+        let expire_after = command.as_ref().and_then(|c| self.expire_after(c, &u));
         self.holdings.push((self.out.sites.len(), holding));
         self.out.sites.push(Site {
             pack: m.pack,
@@ -634,6 +674,8 @@ impl<'a, 'c> Walker<'a, 'c> {
             via: m.via,
             wrapped: false,
             library_purpose: m.purpose,
+            command,
+            expire_after,
         });
     }
 
@@ -974,6 +1016,7 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                     ty: self.ty_of_type(&c.ty),
                     init: Some(&*c.expr),
                     args: Vec::new(),
+                    serial: self.next_serial(),
                 };
                 if let Some(scope) = self.scopes.last_mut() {
                     scope.insert(c.ident.to_string(), local);
@@ -1074,11 +1117,13 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                 // A `const` inside the function is a local for evaluation (`const SQL: &str = …`).
                 Stmt::Item(syn::Item::Const(c)) => {
                     let ty = self.ty_of_type(&c.ty);
+                    let serial = self.next_serial();
                     if let Some(scope) = self.scopes.last_mut() {
                         let local = Local {
                             ty,
                             init: Some(&c.expr),
                             args: Vec::new(),
+                            serial,
                         };
                         scope.insert(c.ident.to_string(), local);
                     }
@@ -1342,6 +1387,12 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                 self.assign_deferred(a);
             }
             Expr::Assign(a) => {
+                if let Some(n) = name_of(&a.left) {
+                    let serial = self.next_serial();
+                    if let Some(l) = self.scopes.iter_mut().rev().find_map(|s| s.get_mut(&n)) {
+                        l.serial = serial;
+                    }
+                }
                 self.visit_expr(&a.left);
                 self.set_use(&a.right, Use::Escape);
                 self.escape_if_name(&a.right);

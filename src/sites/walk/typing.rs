@@ -127,6 +127,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     ty,
                     init,
                     args: Vec::new(),
+                    serial: self.next_serial(),
                 };
                 if let Some(scope) = self.scopes.last_mut() {
                     scope.insert(name, local);
@@ -150,14 +151,16 @@ impl<'a, 'c> Walker<'a, 'c> {
             other => {
                 let mut names = Vec::new();
                 pattern_idents(other, &mut names);
-                if let Some(scope) = self.scopes.last_mut() {
-                    for n in names {
+                for n in names {
+                    let serial = self.next_serial();
+                    if let Some(scope) = self.scopes.last_mut() {
                         scope.insert(
                             n,
                             Local {
                                 ty: None,
                                 init: None,
                                 args: Vec::new(),
+                                serial,
                             },
                         );
                     }
