@@ -281,3 +281,123 @@ fn only_the_edited_crate_is_analysed_again() {
     );
     assert!(c.shutdown().success());
 }
+
+#[test]
+fn the_server_reports_what_check_reports() {
+    // A fixture with many rules at work, as a crate: the diagnostics are check's findings.
+    let (_dir, root) = workspace();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/libs/rslock.rs");
+    let text = std::fs::read_to_string(&fixture).expect("fixture");
+    let lib = root.join("src/lib.rs");
+    std::fs::write(&lib, &text).expect("write");
+    let check = std::process::Command::new(exe())
+        .args([
+            "check",
+            "--no-cache",
+            "--format",
+            "json",
+            "--fail-on",
+            "never",
+            ".",
+        ])
+        .current_dir(&root)
+        .output()
+        .expect("check");
+    let report: Value = serde_json::from_slice(&check.stdout).expect("json");
+    let mut want: Vec<(u64, u64, String)> = report["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["suppressed"] == false && f["path"] == "src/lib.rs")
+        .map(|f| {
+            (
+                f["line"].as_u64().expect("line") - 1,
+                f["column"].as_u64().expect("column") - 1,
+                f["rule"].as_str().expect("rule").to_string(),
+            )
+        })
+        .collect();
+    want.sort();
+    assert!(want.len() > 5, "{want:?}");
+
+    let mut c = Client::start(exe(), &root, &root);
+    let u = open(&mut c, &lib, &text);
+    let diags = c.diagnostics(&u, Some(1));
+    let mut got: Vec<(u64, u64, String)> = diags
+        .iter()
+        .map(|d| {
+            (
+                d["range"]["start"]["line"].as_u64().expect("line"),
+                d["range"]["start"]["character"]
+                    .as_u64()
+                    .expect("character"),
+                d["code"].as_str().expect("code").to_string(),
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(got, want);
+    // Levels are severities: warnings are 2, errors 1.
+    for d in &diags {
+        let sev = d["severity"].as_u64().expect("severity");
+        assert!((1..=3).contains(&sev), "{d}");
+    }
+    assert!(c.shutdown().success());
+}
+
+#[test]
+fn a_broken_configuration_is_shown_on_its_file() {
+    let (_dir, root) = workspace();
+    let config = root.join("lockaudit.toml");
+    std::fs::write(&config, "[rules]\nno-such-rule = \"warning\"\n").expect("write");
+    let mut c = Client::start(exe(), &root, &root);
+    let diags = c.diagnostics(&uri(&config), None);
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    assert_eq!(diags[0]["severity"], 1, "{diags:?}");
+    assert_eq!(diags[0]["range"]["start"]["line"], 1, "{diags:?}");
+    // Fixed in the editor (unsaved): the error goes, the findings come.
+    let u = open(&mut c, &config, "[rules]\n");
+    assert!(c.diagnostics(&u, Some(1)).is_empty());
+    let lib = uri(&root.join("src/lib.rs"));
+    assert_eq!(codes(&c.diagnostics(&lib, None)), ["unclassified-lock"]);
+    assert!(c.shutdown().success());
+}
+
+#[test]
+fn changes_on_disk_are_watched_when_the_editor_offers() {
+    let (_dir, root) = workspace();
+    let mut c = Client::start_with(
+        exe(),
+        &root,
+        &root,
+        json!({"workspace": {"didChangeWatchedFiles": {"dynamicRegistration": true}}}),
+    );
+    let reg = c.wait("client/registerCapability", |m| {
+        m["method"] == "client/registerCapability"
+    });
+    let r = &reg["params"]["registrations"][0];
+    assert_eq!(r["method"], "workspace/didChangeWatchedFiles");
+    let globs: Vec<&str> = r["registerOptions"]["watchers"]
+        .as_array()
+        .expect("watchers")
+        .iter()
+        .filter_map(|w| w["globPattern"].as_str())
+        .collect();
+    assert!(globs.contains(&"**/*.rs"), "{globs:?}");
+    c.respond(&reg["id"], Value::Null);
+    let lib = root.join("src/lib.rs");
+    let u = uri(&lib);
+    assert_eq!(codes(&c.diagnostics(&u, None)), ["unclassified-lock"]);
+    // Classified by another program (not open in the editor): the editor reports the change.
+    std::fs::write(
+        &lib,
+        LIB.replace("    let lock", "    // lockaudit: efficiency\n    let lock"),
+    )
+    .expect("write");
+    c.notify(
+        "workspace/didChangeWatchedFiles",
+        json!({"changes": [{"uri": u, "type": 2}]}),
+    );
+    assert!(codes(&c.diagnostics(&u, None)).is_empty());
+    assert!(c.shutdown().success());
+}

@@ -97,14 +97,17 @@ pub fn at(
             if !annotate::same_tokens(text, &new) {
                 continue;
             }
-            let Some(comment) = new.split_inclusive('\n').nth(stmt - 1) else {
+            let Some(comment) = new.split_inclusive('\n').nth(stmt.saturating_sub(1)) else {
                 continue;
             };
             out.push(CodeActionOrCommand::CodeAction(CodeAction {
                 title: format!("Classify this lock as {purpose} ({why})"),
                 kind: Some(CodeActionKind::QUICKFIX),
                 diagnostics: (!unclassified.is_empty()).then(|| unclassified.clone()),
-                edit: Some(edit(uri, vec![insert_line(stmt - 1, comment.to_string())])),
+                edit: Some(edit(
+                    uri,
+                    vec![insert_line(stmt.saturating_sub(1), comment.to_string())],
+                )),
                 ..CodeAction::default()
             }));
         }
@@ -117,7 +120,7 @@ pub fn at(
         if f.rule == "unused-suppression" {
             continue;
         }
-        let line = f.line - 1;
+        let line = f.line.saturating_sub(1);
         let comment = format!(
             "{}// lockaudit: allow({}) reason = \"\"{}",
             lines.indent(line),
@@ -148,4 +151,131 @@ pub fn at(
         }));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lints::Level;
+    use crate::report::{Edit, Fix};
+
+    fn finding(rule: &'static str, line: usize, fix: Option<Fix>) -> Finding {
+        Finding {
+            rule,
+            severity: Level::Warning,
+            path: "src/lib.rs".into(),
+            line,
+            column: 5,
+            end_line: line,
+            end_column: 9,
+            message: "m".into(),
+            help: String::new(),
+            fingerprint: String::new(),
+            suppressed: false,
+            suppression_reason: None,
+            line_text: String::new(),
+            context: String::new(),
+            utf16: (5, 9),
+            fix,
+        }
+    }
+
+    fn titles(actions: &[CodeActionOrCommand]) -> Vec<String> {
+        actions
+            .iter()
+            .map(|a| match a {
+                CodeActionOrCommand::CodeAction(a) => a.title.clone(),
+                CodeActionOrCommand::Command(c) => c.title.clone(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_fix_becomes_a_preferred_quickfix_with_utf16_positions() {
+        // Line 2 starts with a two-unit character; the edit replaces `old` after it.
+        let text = "fn f() {\n    \u{1F512}old();\n}\n";
+        let start = text.find("old").expect("old");
+        let fix = Fix {
+            message: "Use new".into(),
+            edits: vec![Edit {
+                start,
+                end: start + 3,
+                start_line: 2,
+                start_column: 5,
+                end_line: 2,
+                end_column: 8,
+                replacement: "new".into(),
+            }],
+        };
+        let results = FileResults {
+            findings: vec![finding("long-deadline", 2, Some(fix))],
+            ..FileResults::default()
+        };
+        let uri = Url::parse("file:///w/src/lib.rs").expect("url");
+        let docs = DocLinks {
+            dir: "/docs".into(),
+        };
+        let line2 = Range::new(Position::new(1, 0), Position::new(1, 0));
+        let actions = at(&uri, text, &results, line2, &docs);
+        let CodeActionOrCommand::CodeAction(first) = &actions[0] else {
+            panic!("{actions:?}")
+        };
+        assert_eq!(first.title, "Use new");
+        assert_eq!(first.is_preferred, Some(true));
+        let edits = &first
+            .edit
+            .as_ref()
+            .expect("edit")
+            .changes
+            .as_ref()
+            .expect("changes")[&uri];
+        assert_eq!(
+            edits[0].range,
+            Range::new(Position::new(1, 6), Position::new(1, 9))
+        );
+        assert_eq!(edits[0].new_text, "new");
+        assert_eq!(
+            titles(&actions),
+            [
+                "Use new",
+                "Suppress `long-deadline` here (write the reason)",
+                "Open the documentation of `long-deadline`"
+            ]
+        );
+        // The suppression goes above the finding's line, indented like it.
+        let CodeActionOrCommand::CodeAction(suppress) = &actions[1] else {
+            panic!()
+        };
+        let edit = &suppress
+            .edit
+            .as_ref()
+            .expect("edit")
+            .changes
+            .as_ref()
+            .expect("c")[&uri][0];
+        assert_eq!(
+            edit.new_text,
+            "    // lockaudit: allow(long-deadline) reason = \"\"\n"
+        );
+        assert_eq!(edit.range.start, Position::new(1, 0));
+        // Elsewhere in the file: nothing.
+        let line3 = Range::new(Position::new(2, 0), Position::new(2, 0));
+        assert!(at(&uri, text, &results, line3, &docs).is_empty());
+    }
+
+    #[test]
+    fn suppressed_findings_offer_nothing() {
+        let mut f = finding("long-deadline", 1, None);
+        f.suppressed = true;
+        let results = FileResults {
+            findings: vec![f],
+            ..FileResults::default()
+        };
+        let uri = Url::parse("file:///w/src/lib.rs").expect("url");
+        let docs = DocLinks {
+            dir: "/docs".into(),
+        };
+        let r = Range::new(Position::new(0, 0), Position::new(0, 0));
+        assert!(at(&uri, "fn f() {}\n", &results, r, &docs).is_empty());
+    }
 }

@@ -36,13 +36,20 @@ pub struct DocLinks {
 }
 
 impl DocLinks {
-    /// Writes the rule pages (the text of `lockaudit explain`) into `dir`, once per version.
+    /// Writes the rule pages (the text of `lockaudit explain`) into `dir`, once per version; in
+    /// a temporary folder when `dir` cannot be written (a read-only checkout).
     pub fn write(dir: PathBuf) -> DocLinks {
-        if !dir.join("README.md").is_file() {
-            // Best effort: without the pages the links lead nowhere, nothing else breaks.
-            let _ = crate::commands::docs::write(&dir);
+        let fallback =
+            std::env::temp_dir().join(format!("lockaudit-{}-rules", env!("CARGO_PKG_VERSION")));
+        for dir in [dir, fallback] {
+            if dir.join("README.md").is_file() || crate::commands::docs::write(&dir).is_ok() {
+                return DocLinks { dir };
+            }
         }
-        DocLinks { dir }
+        // Without the pages the links lead nowhere; nothing else breaks.
+        DocLinks {
+            dir: std::env::temp_dir(),
+        }
     }
 
     pub fn url(&self, rule: &str) -> Option<Url> {
@@ -128,4 +135,31 @@ pub fn of_file(r: Option<&FileResults>, docs: &DocLinks) -> Vec<Diagnostic> {
         .map(|f| of_finding(f, docs))
         .chain(r.errors.iter().map(of_error))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_become_severities_and_problems_sit_on_their_line() {
+        assert_eq!(severity(Level::Error), DiagnosticSeverity::ERROR);
+        assert_eq!(severity(Level::Warning), DiagnosticSeverity::WARNING);
+        assert_eq!(severity(Level::Note), DiagnosticSeverity::INFORMATION);
+        let d = of_error(&FileError {
+            path: "a.rs".into(),
+            line: Some(3),
+            message: "cannot parse: expected `;`".into(),
+        });
+        assert_eq!(d.range.start, Position::new(2, 0));
+        assert_eq!(d.severity, Some(DiagnosticSeverity::ERROR));
+        let e = ToolError::Config {
+            path: "lockaudit.toml".into(),
+            line: 2,
+            column: 1,
+            message: "unknown rule".into(),
+        };
+        assert!(of_tool_error(&e, Path::new("/w/lockaudit.toml")).is_some());
+        assert!(of_tool_error(&e, Path::new("/w/src/lib.rs")).is_none());
+    }
 }

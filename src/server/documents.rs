@@ -20,14 +20,18 @@ pub struct Documents {
 }
 
 impl Documents {
-    /// Opens or replaces a document; returns whether its text differs from the file on disk.
-    pub fn set(&mut self, path: PathBuf, uri: Url, version: i32, text: String) -> bool {
+    /// Opens or replaces a document.
+    pub fn set(&mut self, path: PathBuf, uri: Url, version: i32, text: String) {
         let text: Arc<str> = Arc::from(text);
         crate::read::set_overlay(path.clone(), Some(text.clone()));
-        let on_disk = std::fs::read_to_string(&path).ok();
-        let differs = on_disk.as_deref() != Some(&*text);
         self.open.insert(path, Doc { uri, version, text });
-        differs
+    }
+
+    /// Whether the editor's text of `path` differs from the file on disk.
+    pub fn differs_from_disk(&self, path: &Path) -> bool {
+        self.open
+            .get(path)
+            .is_some_and(|d| std::fs::read_to_string(path).ok().as_deref() != Some(&*d.text))
     }
 
     /// Closes a document; returns whether the editor's text differed from the file on disk
@@ -38,6 +42,11 @@ impl Documents {
             Some(doc) => std::fs::read_to_string(path).ok().as_deref() != Some(&*doc.text),
             None => false,
         }
+    }
+
+    /// Whether any open document differs from its file.
+    pub fn any_unsaved(&self) -> bool {
+        self.open.keys().any(|p| self.differs_from_disk(p))
     }
 
     pub fn get(&self, path: &Path) -> Option<&Doc> {

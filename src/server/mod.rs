@@ -65,7 +65,17 @@ pub fn run() -> Result<(), ToolError> {
         "serverInfo": {"name": "lockaudit", "version": env!("CARGO_PKG_VERSION")},
     });
     connection.initialize_finish(id, result).map_err(protocol)?;
+    let watch = params
+        .capabilities
+        .workspace
+        .as_ref()
+        .and_then(|w| w.did_change_watched_files.as_ref())
+        .and_then(|w| w.dynamic_registration)
+        .unwrap_or(false);
     let mut server = Server::new(connection, root);
+    if watch {
+        server.watch_files();
+    }
     server.analyse_all();
     server.main_loop()?;
     drop(server);
@@ -193,6 +203,31 @@ impl Server {
         ));
     }
 
+    /// Asks the editor to report changes on disk (a checkout, a generator) of what the
+    /// analysis reads.
+    fn watch_files(&mut self) {
+        let watchers = ["**/*.rs", "**/Cargo.toml", "**/lockaudit.toml"]
+            .into_iter()
+            .map(|glob| lsp_types::FileSystemWatcher {
+                glob_pattern: lsp_types::GlobPattern::String(glob.into()),
+                kind: None,
+            })
+            .collect();
+        let options = lsp_types::DidChangeWatchedFilesRegistrationOptions { watchers };
+        self.next_id += 1;
+        self.send(Request::new(
+            RequestId::from(format!("lockaudit-{}", self.next_id)),
+            lsp_types::request::RegisterCapability::METHOD.into(),
+            lsp_types::RegistrationParams {
+                registrations: vec![lsp_types::Registration {
+                    id: "lockaudit-watch".into(),
+                    method: DidChangeWatchedFiles::METHOD.into(),
+                    register_options: serde_json::to_value(options).ok(),
+                }],
+            },
+        ));
+    }
+
     fn analyse_all(&mut self) {
         let start = Instant::now();
         let changed = self.ws.analyse_all();
@@ -213,7 +248,8 @@ impl Server {
         }
         let files = std::mem::take(&mut self.dirty);
         let start = Instant::now();
-        let mut changed = self.ws.analyse_for(&files);
+        let unsaved = self.docs.any_unsaved();
+        let mut changed = self.ws.analyse_for(&files, unsaved);
         self.log(format!(
             "lockaudit: analysed {} edited file(s) in {} ms",
             files.len(),
@@ -271,7 +307,8 @@ impl Server {
                 let Some(path) = documents::path_of(&d.uri) else {
                     return;
                 };
-                if self.docs.set(path.clone(), d.uri, d.version, d.text) {
+                self.docs.set(path.clone(), d.uri, d.version, d.text);
+                if self.docs.differs_from_disk(&path) {
                     self.schedule(path, Duration::ZERO);
                 } else {
                     self.publish(BTreeSet::from([path]));

@@ -71,12 +71,15 @@ impl Workspace {
     /// results may have changed.
     pub fn analyse_all(&mut self) -> BTreeSet<PathBuf> {
         self.components = components(&self.root, self.settings.threads);
-        self.run(vec![self.root.clone()])
+        self.run(vec![self.root.clone()], self.settings.cache_dir.clone())
     }
 
     /// Analyses what edits to `files` can affect: their components. A file in a crate the graph
-    /// has not seen (a new crate) makes the run whole.
-    pub fn analyse_for(&mut self, files: &BTreeSet<PathBuf>) -> BTreeSet<PathBuf> {
+    /// has not seen (a new crate) makes the run whole. `unsaved`: some buffer differs from its
+    /// file; then the disk cache is left alone, as an entry per keystroke would only evict the
+    /// entries of the saved tree (which `check` and the next start want). Results are the same
+    /// either way.
+    pub fn analyse_for(&mut self, files: &BTreeSet<PathBuf>, unsaved: bool) -> BTreeSet<PathBuf> {
         let mut paths: BTreeSet<PathBuf> = BTreeSet::new();
         for f in files {
             if is_manifest_or_config(f) {
@@ -98,10 +101,15 @@ impl Workspace {
             .filter(|p| !all.iter().any(|q| q != *p && p.starts_with(q)))
             .cloned()
             .collect();
-        self.run(paths)
+        let cache = if unsaved {
+            None
+        } else {
+            self.settings.cache_dir.clone()
+        };
+        self.run(paths, cache)
     }
 
-    fn run(&mut self, paths: Vec<PathBuf>) -> BTreeSet<PathBuf> {
+    fn run(&mut self, paths: Vec<PathBuf>, cache_dir: Option<PathBuf>) -> BTreeSet<PathBuf> {
         let mut changed: BTreeSet<PathBuf> = BTreeSet::new();
         // A configuration error is shown on the configuration file, and stays until it is fixed.
         if let Some(ToolError::Config { path, .. } | ToolError::Pack { path, .. }) =
@@ -111,6 +119,7 @@ impl Workspace {
         }
         let settings = CheckSettings {
             paths: paths.clone(),
+            cache_dir,
             ..self.settings.clone()
         };
         let outcome = match engine::check(&settings) {

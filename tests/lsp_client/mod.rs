@@ -57,6 +57,16 @@ pub fn uri(path: &Path) -> String {
 impl Client {
     /// Starts `exe server` in `cwd` and initializes it with `root` as the workspace.
     pub fn start(exe: &Path, cwd: &Path, root: &Path) -> Client {
+        Client::start_with(
+            exe,
+            cwd,
+            root,
+            json!({"textDocument": {"publishDiagnostics": {"versionSupport": true}}}),
+        )
+    }
+
+    /// The same, with the client's capabilities given.
+    pub fn start_with(exe: &Path, cwd: &Path, root: &Path, capabilities: Value) -> Client {
         let mut child = Command::new(exe)
             .arg("server")
             .current_dir(cwd)
@@ -87,7 +97,7 @@ impl Client {
             json!({
                 "processId": null,
                 "rootUri": uri(root),
-                "capabilities": {"textDocument": {"publishDiagnostics": {"versionSupport": true}}},
+                "capabilities": capabilities,
             }),
         );
         assert!(
