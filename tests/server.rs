@@ -401,3 +401,31 @@ fn changes_on_disk_are_watched_when_the_editor_offers() {
     assert!(codes(&c.diagnostics(&u, None)).is_empty());
     assert!(c.shutdown().success());
 }
+
+#[test]
+fn the_file_system_root_is_not_analysed() {
+    // An editor started from `/` with no folder open: answered at once, nothing walked.
+    let mut c = Client::start(exe(), Path::new("/"), Path::new("/"));
+    let log = c.wait("the log line", |m| m["method"] == "window/logMessage");
+    assert!(
+        log["params"]["message"]
+            .as_str()
+            .is_some_and(|s| s.contains("open a folder")),
+        "{log}"
+    );
+    let r = c.request(
+        "textDocument/hover",
+        json!({"textDocument": {"uri": "file:///nowhere.rs"}, "position": {"line": 0, "character": 0}}),
+    );
+    assert!(r.is_null());
+    assert!(
+        !c.seen
+            .iter()
+            .any(|m| m["method"] == "textDocument/publishDiagnostics"),
+        "{:?}",
+        c.seen
+    );
+    assert!(c.shutdown().success());
+    // Nothing was written there either.
+    assert!(!Path::new("/.lockaudit_cache").exists());
+}

@@ -76,7 +76,14 @@ pub fn run() -> Result<(), ToolError> {
     if watch {
         server.watch_files();
     }
-    server.analyse_all();
+    if server.ws.disabled {
+        server.log(
+            "lockaudit: the workspace root is the file system's root; open a folder to analyse it"
+                .into(),
+        );
+    } else {
+        server.analyse_all();
+    }
     server.main_loop()?;
     drop(server);
     io.join().map_err(protocol)
@@ -133,9 +140,13 @@ struct Server {
 
 impl Server {
     fn new(conn: Connection, root: PathBuf) -> Server {
-        let ws = Workspace::new(root);
+        let mut ws = Workspace::new(root);
+        // No folder was opened and the editor runs from `/`: the whole disk is no workspace,
+        // and nothing is written there.
+        ws.disabled = ws.root.parent().is_none();
         let dir = ws
             .cache_dir()
+            .filter(|_| !ws.disabled)
             .map(|c| {
                 c.join(format!("v{}", env!("CARGO_PKG_VERSION")))
                     .join("rules")
@@ -261,6 +272,17 @@ impl Server {
     }
 
     fn publish(&mut self, files: BTreeSet<PathBuf>) {
+        // An error that has no file to sit on (an unreadable root, a panic) is said once.
+        if let Some(e @ (ToolError::Usage(_) | ToolError::Io { .. })) = &self.ws.tool_error {
+            self.send(Notification::new(
+                lsp_types::notification::ShowMessage::METHOD.into(),
+                lsp_types::ShowMessageParams {
+                    typ: MessageType::ERROR,
+                    message: format!("lockaudit: {e}"),
+                },
+            ));
+            self.ws.tool_error = None;
+        }
         for path in files {
             let mut diags = diagnostics::of_file(self.ws.file(&path), &self.links);
             if let Some(e) = &self.ws.tool_error {

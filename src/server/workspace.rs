@@ -33,6 +33,8 @@ pub struct Workspace {
     components: HashMap<Arc<Path>, Arc<Vec<Arc<Path>>>>,
     /// What stopped the last run (a bad configuration), shown until a run succeeds.
     pub tool_error: Option<ToolError>,
+    /// Nothing is analysed (the root is `/`).
+    pub disabled: bool,
 }
 
 impl Workspace {
@@ -51,6 +53,7 @@ impl Workspace {
             files: BTreeMap::new(),
             components: HashMap::new(),
             tool_error: None,
+            disabled: false,
         }
     }
 
@@ -70,6 +73,9 @@ impl Workspace {
     /// Analyses everything again (and learns the crate graph anew). Returns the files whose
     /// results may have changed.
     pub fn analyse_all(&mut self) -> BTreeSet<PathBuf> {
+        if self.disabled {
+            return BTreeSet::new();
+        }
         self.components = components(&self.root, self.settings.threads);
         self.run(vec![self.root.clone()], self.settings.cache_dir.clone())
     }
@@ -80,6 +86,9 @@ impl Workspace {
     /// entries of the saved tree (which `check` and the next start want). Results are the same
     /// either way.
     pub fn analyse_for(&mut self, files: &BTreeSet<PathBuf>, unsaved: bool) -> BTreeSet<PathBuf> {
+        if self.disabled {
+            return BTreeSet::new();
+        }
         let mut paths: BTreeSet<PathBuf> = BTreeSet::new();
         for f in files {
             if is_manifest_or_config(f) {
@@ -122,7 +131,16 @@ impl Workspace {
             cache_dir,
             ..self.settings.clone()
         };
-        let outcome = match engine::check(&settings) {
+        // A bug in the analysis must not take the editor's session down with it: the panic is
+        // reported (its message went to standard error, the editor's log) and results are kept.
+        let run =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| engine::check(&settings)));
+        let run = run.unwrap_or_else(|_| {
+            Err(ToolError::Usage(
+                "internal error: the analysis panicked (see the server's log); results are from the last run that finished".into(),
+            ))
+        });
+        let outcome = match run {
             Ok(o) => o,
             Err(e) => {
                 if let ToolError::Config { path, .. } | ToolError::Pack { path, .. } = &e {
