@@ -429,3 +429,43 @@ fn the_file_system_root_is_not_analysed() {
     // Nothing was written there either.
     assert!(!Path::new("/.lockaudit_cache").exists());
 }
+
+#[test]
+fn changes_in_quick_succession_are_analysed_once() {
+    let (_dir, root) = workspace();
+    let lib = root.join("src/lib.rs");
+    let mut c = Client::start(exe(), &root, &root);
+    let u = open(&mut c, &lib, LIB);
+    c.diagnostics(&u, Some(1));
+    // Ten keystrokes, well within the debounce of each other; the last one classifies the lock.
+    let texts: Vec<String> = (2..=11)
+        .map(|v| {
+            if v == 11 {
+                LIB.replace("    let lock", "    // lockaudit: efficiency\n    let lock")
+            } else {
+                format!("{LIB}// typing {v}\n")
+            }
+        })
+        .collect();
+    let batch: Vec<(&str, Value)> = texts
+        .iter()
+        .enumerate()
+        .map(|(k, t)| {
+            (
+                "textDocument/didChange",
+                json!({"textDocument": {"uri": u, "version": k + 2}, "contentChanges": [{"text": t}]}),
+            )
+        })
+        .collect();
+    c.notify_all(&batch);
+    let last = c.diagnostics(&u, Some(11));
+    assert!(codes(&last).is_empty(), "{last:?}");
+    // Analysed as one edit (a server analysing each change would publish ten times).
+    let publishes = c
+        .seen
+        .iter()
+        .filter(|m| m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == u)
+        .count();
+    assert!(publishes < 3, "{:?}", c.seen);
+    assert!(c.shutdown().success());
+}

@@ -115,6 +115,19 @@ impl Client {
         );
     }
 
+    /// Sends several notifications in one write, as a fast typist's editor does.
+    pub fn notify_all(&mut self, batch: &[(&str, Value)]) {
+        let mut buf = Vec::new();
+        for (method, params) in batch {
+            write_message(
+                &mut buf,
+                &json!({"jsonrpc": "2.0", "method": method, "params": params}),
+            );
+        }
+        self.stdin.write_all(&buf).expect("write");
+        self.stdin.flush().expect("flush");
+    }
+
     /// Answers a request the server sent.
     pub fn respond(&mut self, id: &Value, result: Value) {
         write_message(
