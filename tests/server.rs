@@ -262,7 +262,13 @@ fn only_the_edited_crate_is_analysed_again() {
                 .as_str()
                 .is_some_and(|s| s.contains("edited file"))
     });
-    assert!(log["params"]["message"].is_string());
+    // Crate a alone, of the two.
+    assert!(
+        log["params"]["message"]
+            .as_str()
+            .is_some_and(|s| s.contains("analysed 1 crate folder(s) for 1 edited file")),
+        "{log}"
+    );
     let r = c.request(
         "textDocument/hover",
         json!({"textDocument": {"uri": ub}, "position": {"line": 5, "character": 20}}),
@@ -467,5 +473,50 @@ fn changes_in_quick_succession_are_analysed_once() {
         .filter(|m| m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == u)
         .count();
     assert!(publishes < 3, "{:?}", c.seen);
+    assert!(c.shutdown().success());
+}
+
+#[test]
+fn a_file_outside_the_workspace_is_not_analysed() {
+    let (_dir, root) = workspace();
+    let (_other, elsewhere) = workspace();
+    let mut c = Client::start(exe(), &root, &root);
+    let lib = uri(&root.join("src/lib.rs"));
+    assert_eq!(codes(&c.diagnostics(&lib, None)), ["unclassified-lock"]);
+    let outside = elsewhere.join("src/lib.rs");
+    let u = open(&mut c, &outside, LIB);
+    // Opened: published (empty, it is not analysed), and no analysis ran for it.
+    assert!(c.diagnostics(&u, Some(1)).is_empty());
+    change(&mut c, &u, 2, &format!("{LIB}// more\n"));
+    assert!(c.diagnostics(&u, Some(2)).is_empty());
+    let r = c.request(
+        "textDocument/hover",
+        json!({"textDocument": {"uri": u}, "position": {"line": 5, "character": 20}}),
+    );
+    assert!(r.is_null(), "{r}");
+    let log = c.wait("the log of the edit", |m| {
+        m["method"] == "window/logMessage"
+            && m["params"]["message"]
+                .as_str()
+                .is_some_and(|s| s.contains("edited file"))
+    });
+    assert!(
+        log["params"]["message"]
+            .as_str()
+            .is_some_and(|s| s.contains("analysed nothing in the workspace for 1 edited file")),
+        "{log}"
+    );
+    // The start's analysis of the whole workspace is the only one.
+    let whole = c
+        .seen
+        .iter()
+        .filter(|m| {
+            m["method"] == "window/logMessage"
+                && m["params"]["message"]
+                    .as_str()
+                    .is_some_and(|s| s.contains("analysed the workspace"))
+        })
+        .count();
+    assert_eq!(whole, 1, "{:?}", c.seen);
     assert!(c.shutdown().success());
 }

@@ -260,9 +260,15 @@ impl Server {
         let files = std::mem::take(&mut self.dirty);
         let start = Instant::now();
         let unsaved = self.docs.any_unsaved();
+        self.ws.last_run = None;
         let mut changed = self.ws.analyse_for(&files, unsaved);
+        let what = match self.ws.last_run.take() {
+            None => "nothing in the workspace".to_string(),
+            Some(p) if p == [self.ws.root.clone()] => "the whole workspace".to_string(),
+            Some(p) => format!("{} crate folder(s)", p.len()),
+        };
         self.log(format!(
-            "lockaudit: analysed {} edited file(s) in {} ms",
+            "lockaudit: analysed {what} for {} edited file(s) in {} ms",
             files.len(),
             start.elapsed().as_millis()
         ));

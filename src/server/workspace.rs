@@ -35,6 +35,8 @@ pub struct Workspace {
     pub tool_error: Option<ToolError>,
     /// Nothing is analysed (the root is `/`).
     pub disabled: bool,
+    /// The paths the last run analysed (taken by the server's log).
+    pub last_run: Option<Vec<PathBuf>>,
 }
 
 impl Workspace {
@@ -54,6 +56,7 @@ impl Workspace {
             components: HashMap::new(),
             tool_error: None,
             disabled: false,
+            last_run: None,
         }
     }
 
@@ -90,7 +93,8 @@ impl Workspace {
             return BTreeSet::new();
         }
         let mut paths: BTreeSet<PathBuf> = BTreeSet::new();
-        for f in files {
+        // A file of another folder is not part of this workspace: nothing here depends on it.
+        for f in files.iter().filter(|f| f.starts_with(&self.root)) {
             if is_manifest_or_config(f) {
                 return self.analyse_all();
             }
@@ -119,6 +123,7 @@ impl Workspace {
     }
 
     fn run(&mut self, paths: Vec<PathBuf>, cache_dir: Option<PathBuf>) -> BTreeSet<PathBuf> {
+        self.last_run = Some(paths.clone());
         let mut changed: BTreeSet<PathBuf> = BTreeSet::new();
         // A configuration error is shown on the configuration file, and stays until it is fixed.
         if let Some(ToolError::Config { path, .. } | ToolError::Pack { path, .. }) =
