@@ -42,6 +42,12 @@ pub enum Command {
     },
     /// Print the man page (roff).
     Man,
+    /// Run as a language server (LSP over standard input and output) for editors.
+    Server {
+        /// Accepted for clients that pass it; standard input and output is the only transport.
+        #[arg(long, hide = true)]
+        stdio: bool,
+    },
     /// Write docs/rules/<id>.md from the rule documentation.
     #[command(hide = true)]
     Docs {

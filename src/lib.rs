@@ -23,6 +23,7 @@ pub mod prefilter;
 pub mod read;
 pub mod region;
 pub mod report;
+pub mod server;
 pub mod settings;
 pub mod sites;
 pub mod source;

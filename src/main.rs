@@ -203,6 +203,10 @@ fn run(args: Args) -> Result<u8, ToolError> {
             emit(&String::from_utf8_lossy(&buf), None)?;
             Ok(0)
         }
+        Command::Server { .. } => {
+            lockaudit::server::run()?;
+            Ok(0)
+        }
         Command::Man => {
             let mut buf = Vec::new();
             clap_mangen::Man::new(Args::command())

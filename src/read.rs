@@ -5,10 +5,17 @@
 //! Files are opened non-blocking (opening a FIFO for reading would otherwise wait for a writer)
 //! and checked on the open handle, so a file swapped for a FIFO between discovery and reading is
 //! refused too.
+//!
+//! An overlay (path -> text) stands in for files on disk: `lockaudit server` puts an editor's
+//! unsaved buffers there, so that every reader (sources, configs, manifests) sees what the
+//! editor holds.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 
 /// What a file is for; each kind has its own size limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,9 +185,44 @@ fn open(path: &Path) -> std::io::Result<std::fs::File> {
     options.open(path)
 }
 
+static OVERLAY: RwLock<Option<HashMap<PathBuf, Arc<str>>>> = RwLock::new(None);
+/// Whether the overlay holds anything: reads without an overlay take no lock.
+static OVERLAID: AtomicBool = AtomicBool::new(false);
+
+/// Makes `text` what reading `path` (absolute, as discovery names it) gives, or, with `None`,
+/// the file on disk again.
+pub fn set_overlay(path: PathBuf, text: Option<Arc<str>>) {
+    let mut o = OVERLAY.write().unwrap_or_else(|e| e.into_inner());
+    let map = o.get_or_insert_with(HashMap::new);
+    match text {
+        Some(t) => map.insert(path, t),
+        None => map.remove(&path),
+    };
+    OVERLAID.store(!map.is_empty(), Ordering::Release);
+}
+
+/// The overlay's text for `path`, if any.
+pub fn overlay(path: &Path) -> Option<Arc<str>> {
+    if !OVERLAID.load(Ordering::Acquire) {
+        return None;
+    }
+    let o = OVERLAY.read().unwrap_or_else(|e| e.into_inner());
+    o.as_ref()?.get(path).cloned()
+}
+
 /// Reads the file into `buf` (cleared first).
 pub fn into(path: &Path, kind: Kind, buf: &mut Vec<u8>) -> Result<(), ReadError> {
     buf.clear();
+    if let Some(text) = overlay(path) {
+        if text.len() as u64 > kind.limit() {
+            return Err(ReadError::TooLarge {
+                size: text.len() as u64,
+                kind,
+            });
+        }
+        buf.extend_from_slice(text.as_bytes());
+        return Ok(());
+    }
     // Sources come from discovery, which has seen their type; anything else is looked at before
     // it is opened, as opening some devices has effects of its own.
     if kind != Kind::Source {
@@ -313,6 +355,21 @@ mod tests {
             bytes(&f, Kind::Manifest).expect("at the limit").len() as u64,
             Kind::Manifest.limit()
         );
+    }
+
+    #[test]
+    fn the_overlay_stands_in_for_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("a.rs");
+        std::fs::write(&f, "on disk").expect("write");
+        set_overlay(f.clone(), Some(Arc::from("in the editor")));
+        assert_eq!(text(&f, Kind::Source).expect("reads"), "in the editor");
+        // Another file is read from disk as before.
+        let g = dir.path().join("b.rs");
+        std::fs::write(&g, "b").expect("write");
+        assert_eq!(text(&g, Kind::Source).expect("reads"), "b");
+        set_overlay(f.clone(), None);
+        assert_eq!(text(&f, Kind::Source).expect("reads"), "on disk");
     }
 
     #[test]

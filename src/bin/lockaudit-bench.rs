@@ -2,7 +2,8 @@
 //! on the same files, with a bare "read + syn::parse_file every file" pass; how it scales with the
 //! corpus and with threads; what a warm cache buys; its peak memory; and whether the shortcuts
 //! (prefilter, cache) change any result. `lockaudit-bench --generate DIR --crates N --files M`
-//! writes a synthetic corpus.
+//! writes a synthetic corpus. `lockaudit-bench --server DIR [--edits N] [--file PATH]` drives
+//! `lockaudit server` over standard input and output and times an edit to fresh diagnostics.
 //!
 //! Times are wall-clock seconds of child `lockaudit check` processes (the real binary, end to
 //! end) and of the in-process parse pass. The checks run in rounds, every configuration once per
@@ -16,7 +17,7 @@ use rayon::prelude::*;
 
 fn usage() -> ! {
     eprintln!(
-        "usage: lockaudit-bench DIR [--threads N] [--runs ROUNDS]\n       lockaudit-bench --generate DIR [--crates N] [--files M] [--seed S]"
+        "usage: lockaudit-bench DIR [--threads N] [--runs ROUNDS]\n       lockaudit-bench --generate DIR [--crates N] [--files M] [--seed S]\n       lockaudit-bench --server DIR [--edits N] [--file PATH]"
     );
     std::process::exit(2)
 }
@@ -47,6 +48,10 @@ fn main() {
             std::process::exit(2)
         });
         println!("wrote {n} files under {dir}");
+        return;
+    }
+    if let Some(dir) = flag("--server") {
+        server_bench::run(Path::new(&dir), num("--edits", 20), flag("--file"));
         return;
     }
     let Some(dir) = args
@@ -485,4 +490,258 @@ fn wait_peak(pid: libc::pid_t) -> (i64, bool) {
         usage.ru_maxrss,
         r == pid && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
     )
+}
+
+/// `--server`: the editor's view of speed. An LSP session over pipes, as an editor holds it: the
+/// time from `initialize` to the first answer (the whole workspace analysed), then, for each
+/// edit of a file holding lock sites, from sending `didChange` to receiving its
+/// `publishDiagnostics` (the debounce included), and the same with `didSave` (no debounce).
+mod server_bench {
+    use std::io::{BufRead, BufReader, Write};
+    use std::path::{Path, PathBuf};
+    use std::process::{ChildStdin, Command, Stdio};
+    use std::sync::mpsc::{Receiver, channel};
+    use std::time::{Duration, Instant};
+
+    use serde_json::{Value, json};
+
+    fn read(r: &mut impl BufRead) -> Option<Value> {
+        let mut length = None;
+        loop {
+            let mut line = String::new();
+            if r.read_line(&mut line).ok()? == 0 {
+                return None;
+            }
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some(v) = line.strip_prefix("Content-Length:") {
+                length = v.trim().parse::<usize>().ok();
+            }
+        }
+        let mut body = vec![0; length?];
+        r.read_exact(&mut body).ok()?;
+        serde_json::from_slice(&body).ok()
+    }
+
+    fn write(w: &mut ChildStdin, v: &Value) {
+        let body = serde_json::to_vec(v).unwrap_or_default();
+        let _ = write!(w, "Content-Length: {}\r\n\r\n", body.len());
+        let _ = w.write_all(&body);
+        let _ = w.flush();
+    }
+
+    fn fail(msg: &str) -> ! {
+        eprintln!("lockaudit-bench --server: {msg}");
+        std::process::exit(2)
+    }
+
+    /// Waits for a message `pred` accepts, keeping the analysis times logged on the way.
+    fn wait(rx: &Receiver<Value>, logged: &mut Vec<f64>, pred: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            let m = rx
+                .recv_timeout(Duration::from_secs(300))
+                .unwrap_or_else(|_| fail("the server stopped answering"));
+            if m["method"] == "window/logMessage"
+                && let Some(ms) = m["params"]["message"]
+                    .as_str()
+                    .filter(|s| s.contains("edited file"))
+                    .and_then(|s| s.rsplit(" in ").next())
+                    .and_then(|s| s.trim_end_matches(" ms").parse::<f64>().ok())
+            {
+                logged.push(ms);
+            }
+            if pred(&m) {
+                return m;
+            }
+        }
+    }
+
+    fn stats(name: &str, mut ms: Vec<f64>) {
+        if ms.is_empty() {
+            return;
+        }
+        ms.sort_by(f64::total_cmp);
+        let at = |q: f64| ms[((ms.len() - 1) as f64 * q).round() as usize];
+        println!(
+            "{name}: median {:.1} ms, p90 {:.1} ms, max {:.1} ms ({} edits)",
+            at(0.5),
+            at(0.9),
+            ms[ms.len() - 1],
+            ms.len()
+        );
+    }
+
+    pub fn run(dir: &Path, edits: usize, file: Option<String>) {
+        let dir = dir
+            .canonicalize()
+            .unwrap_or_else(|e| fail(&format!("{}: {e}", dir.display())));
+        let file: PathBuf = file.map(PathBuf::from).unwrap_or_else(|| {
+            let mut crates: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
+                .unwrap_or_default();
+            crates.sort();
+            crates
+                .into_iter()
+                .map(|c| c.join("src/jobs.rs"))
+                .find(|p| p.is_file())
+                .unwrap_or_else(|| fail("no <crate>/src/jobs.rs (a generated corpus); give --file"))
+        });
+        let file = file.canonicalize().unwrap_or(file);
+        let original = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| fail(&format!("{}: {e}", file.display())));
+        // The edit: a classification comment above the first lock site's statement, on and off.
+        let variant = match original.find("    let l = ") {
+            Some(at) => format!(
+                "{}    // lockaudit: correctness\n{}",
+                &original[..at],
+                &original[at..]
+            ),
+            None => format!("{original}\n// edited\n"),
+        };
+        let exe = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.parent().map(|d| d.join("lockaudit")))
+            .filter(|p| p.exists())
+            .unwrap_or_else(|| fail("build the lockaudit binary next to this one first"));
+        let files = lockaudit::discover::discover(std::slice::from_ref(&dir), &dir, 2)
+            .map(|d| d.files.len())
+            .unwrap_or(0);
+        let cached = dir.join(".lockaudit_cache").exists();
+        println!(
+            "server: {} ({files} files; cache {}), editing {}",
+            dir.display(),
+            if cached { "present" } else { "empty" },
+            file.display()
+        );
+        let mut child = Command::new(&exe)
+            .arg("server")
+            .current_dir(&dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| fail(&format!("cannot start {}: {e}", exe.display())));
+        let mut stdin = child.stdin.take().unwrap_or_else(|| fail("no stdin"));
+        let mut stdout = BufReader::new(child.stdout.take().unwrap_or_else(|| fail("no stdout")));
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            while let Some(m) = read(&mut stdout) {
+                if tx.send(m).is_err() {
+                    break;
+                }
+            }
+        });
+        let uri = format!("file://{}", file.display());
+        let mut logged = Vec::new();
+        let start = Instant::now();
+        write(
+            &mut stdin,
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "processId": null, "rootUri": format!("file://{}", dir.display()), "capabilities": {}}}),
+        );
+        wait(&rx, &mut logged, |m| m["id"] == 1);
+        write(
+            &mut stdin,
+            &json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}),
+        );
+        // Answered once the first analysis of the whole workspace is done.
+        write(
+            &mut stdin,
+            &json!({"jsonrpc": "2.0", "id": 2, "method": "textDocument/hover", "params": {
+                "textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}}}),
+        );
+        wait(&rx, &mut logged, |m| m["id"] == 2);
+        println!(
+            "initialize to the whole workspace analysed: {:.0} ms",
+            start.elapsed().as_secs_f64() * 1e3
+        );
+        write(
+            &mut stdin,
+            &json!({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+                "uri": uri, "languageId": "rust", "version": 1, "text": original}}}),
+        );
+        wait(&rx, &mut logged, |m| {
+            m["method"] == "textDocument/publishDiagnostics" && m["params"]["version"] == 1
+        });
+        let mut version = 1;
+        let (mut changed, mut saved) = (Vec::new(), Vec::new());
+        // The diagnostics' counts for the original text and for the edited one: the edit changes
+        // what is reported, so fresh diagnostics are told from stale ones.
+        let mut counts = [
+            std::collections::BTreeSet::new(),
+            std::collections::BTreeSet::new(),
+        ];
+        for k in 0..edits * 2 {
+            let on_save = k >= edits;
+            version += 1;
+            // Each text is new (a comment numbers it), so no edit is served by the disk cache.
+            let text = format!(
+                "{}// edit {version}\n",
+                if version % 2 == 0 {
+                    &variant
+                } else {
+                    &original
+                }
+            );
+            if on_save {
+                let _ = std::fs::write(&file, &text);
+            }
+            let t = Instant::now();
+            write(
+                &mut stdin,
+                &json!({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+                    "textDocument": {"uri": uri, "version": version},
+                    "contentChanges": [{"text": text}]}}),
+            );
+            if on_save {
+                write(
+                    &mut stdin,
+                    &json!({"jsonrpc": "2.0", "method": "textDocument/didSave", "params": {
+                        "textDocument": {"uri": uri}}}),
+                );
+            }
+            let m = wait(&rx, &mut logged, |m| {
+                m["method"] == "textDocument/publishDiagnostics"
+                    && m["params"]["uri"] == uri
+                    && m["params"]["version"] == version
+            });
+            let n = m["params"]["diagnostics"].as_array().map_or(0, Vec::len);
+            counts[usize::from(version % 2 == 0)].insert(n);
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            if on_save {
+                saved.push(ms)
+            } else {
+                changed.push(ms)
+            }
+            // Quiet between edits, as between a user's pauses.
+            std::thread::sleep(Duration::from_millis(150));
+        }
+        let _ = std::fs::write(&file, &original);
+        println!(
+            "diagnostics on the file: {:?} as it was, {:?} edited",
+            counts[0], counts[1]
+        );
+        stats(
+            &format!(
+                "edit (didChange) to fresh diagnostics, {} ms debounce included",
+                lockaudit::server::DEBOUNCE.as_millis()
+            ),
+            changed,
+        );
+        stats("save (didChange + didSave) to fresh diagnostics", saved);
+        stats("the server's analysis of an edit alone", logged);
+        write(
+            &mut stdin,
+            &json!({"jsonrpc": "2.0", "id": 3, "method": "shutdown", "params": null}),
+        );
+        let mut none = Vec::new();
+        wait(&rx, &mut none, |m| m["id"] == 3);
+        write(
+            &mut stdin,
+            &json!({"jsonrpc": "2.0", "method": "exit", "params": null}),
+        );
+        let _ = child.wait();
+    }
 }

@@ -157,7 +157,7 @@ fn write_file(
 
 /// For each site, the first line of the innermost statement holding it (`None`: none does, e.g. a
 /// `const` initialiser). `None` overall when the file does not parse.
-fn statement_lines<'s>(
+pub fn statement_lines<'s>(
     text: &str,
     sites: &[&'s SiteRecord],
 ) -> Option<Vec<(Option<usize>, &'s SiteRecord)>> {
