@@ -112,9 +112,12 @@ fn judge_state<'a>(
         return Failure::Handled;
     }
     match u {
+        // `let _ = set_nx(..); Ok(false)`: the code reports the lock as not taken either way.
+        Use::Discard if reports_not_taken(rest) => Failure::Handled,
         Use::Discard => Failure::Ignored { reason: "its result is discarded, so the work runs whether or not the lock was taken".into() },
         Use::Bind { has_else: true, .. } | Use::Escape | Use::Other => Failure::Handled,
         Use::Bind { pat, has_else: false } => match binding(pat) {
+            Binding::Wild if reports_not_taken(rest) => Failure::Handled,
             Binding::Wild => Failure::Ignored { reason: "its result is bound to `_` and dropped, so the work runs whether or not the lock was taken".into() },
             Binding::Name(name) => follow(&name, state, rest, depth),
             Binding::Other => Failure::Handled,
@@ -319,6 +322,40 @@ fn polarity(p: &Pat) -> Polarity {
 
 /// Is there work after this point that runs whether or not the lock was taken? Logging and
 /// returning a plain value (`Ok(())`) are not work; calls, awaits and other macros are.
+/// The statements after a discarded acquisition do no work and end by reporting failure
+/// (`Ok(false)`, `false`, `None`, `Ok(None)`, `Err(..)`, or `return` of one): nothing runs as if
+/// the lock were held.
+fn reports_not_taken(rest: &[Stmt]) -> bool {
+    fn failure_value(e: &Expr) -> bool {
+        match e {
+            Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Bool(b),
+                ..
+            }) => !b.value,
+            Expr::Path(p) => p.path.is_ident("None"),
+            Expr::Return(r) => r.expr.as_deref().is_some_and(failure_value),
+            Expr::Paren(p) => failure_value(&p.expr),
+            Expr::Call(c) => match &*c.func {
+                Expr::Path(p) if p.path.is_ident("Err") => true,
+                Expr::Path(p) if p.path.is_ident("Ok") && c.args.len() == 1 => {
+                    failure_value(&c.args[0])
+                }
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+    let Some((last, before)) = rest.split_last() else {
+        return false;
+    };
+    let ends = match last {
+        Stmt::Expr(e, None) => failure_value(e),
+        Stmt::Expr(e @ Expr::Return(_), Some(_)) => failure_value(e),
+        _ => false,
+    };
+    ends && !has_work(before)
+}
+
 fn has_work(rest: &[Stmt]) -> bool {
     rest.iter().any(stmt_is_work)
 }
