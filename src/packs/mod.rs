@@ -255,6 +255,17 @@ pub struct CallDef {
     /// (`Compare::create_revision(_, CompareOp::Equal, 0)`).
     #[serde(default)]
     pub when_calls: Vec<String>,
+    /// The call is this kind only if method calls match each of these: `name` (the method is
+    /// called) or `name(TEXT)` (its first argument's text, read like a URL, contains TEXT;
+    /// `condition_expression(attribute_not_exists)`). Looked for in the options argument when
+    /// there is one (`Some(SetKeyRequest::builder().acquire(&s))`), else on the builder chain the
+    /// call starts (`client.put_item().table_name(t).condition_expression(c).send()`).
+    #[serde(default)]
+    pub when_methods: Vec<String>,
+    /// The builder chain the call starts ends with one of these methods (`send`), whose reply is
+    /// the call's; without it a chain read by `when-methods` runs to its first `.await` or `?`.
+    #[serde(default)]
+    pub chain_until: Vec<String>,
     /// The argument holding the object written (a `json!` literal or a struct, followed through
     /// locals), read by `when-fields` and `fields-unknown`.
     #[serde(default)]
@@ -312,6 +323,11 @@ pub struct CallDef {
     /// etcd keep-alive: returns a response stream whose `ttl()` must be checked.
     #[serde(default)]
     pub stream_ttl: bool,
+    /// The call only replies about a lock kept in the store (a conditional write's output, a
+    /// `(bool, index)`), returning no lock value: the lock is known by its key, as a raw
+    /// `SET NX`'s is, and a bound reply is not a handle to release.
+    #[serde(default)]
+    pub reply_only: bool,
     /// How this call's lock is released, where it differs from the pack's `release`.
     #[serde(default)]
     pub release: Option<ReleaseStyle>,
@@ -372,6 +388,8 @@ impl CallDef {
             options_arg: None,
             when: Vec::new(),
             when_calls: Vec::new(),
+            when_methods: Vec::new(),
+            chain_until: Vec::new(),
             fields_arg: None,
             when_fields: Vec::new(),
             fields_unknown: false,
@@ -389,6 +407,7 @@ impl CallDef {
             owner_check: true,
             auto_renew: false,
             stream_ttl: false,
+            reply_only: false,
             // A scoped wrapper (`with_lock(key, || …)`) releases before it returns.
             release: w.scoped.then_some(ReleaseStyle::Guard),
             // The primitive's store, not the pack's default: a wrapper around fenced-lock's Redis
@@ -581,6 +600,27 @@ impl Pack {
             if !c.when_calls.is_empty() && c.options_arg.is_none() {
                 return Err(bad(format!(
                     "{at}has `when-calls` but no `options-arg` to look in"
+                )));
+            }
+            if c.reply_only && c.returns_type.is_some() {
+                return Err(bad(format!(
+                    "{at}has both `reply-only` and `returns-type`: a call that returns a lock value is not reply-only"
+                )));
+            }
+            for p in &c.when_methods {
+                if method_pattern(p).is_none() {
+                    return Err(bad(format!(
+                        "{at}`when-methods` entry `{p}` is not a method name or `name(TEXT)` like `condition_expression(attribute_not_exists)`"
+                    )));
+                }
+            }
+            if let Some(m) = c
+                .chain_until
+                .iter()
+                .find(|m| method_pattern(m) != Some((m.as_str(), None)))
+            {
+                return Err(bad(format!(
+                    "{at}`chain-until` entry `{m}` is not a method name"
                 )));
             }
             for p in &c.when_calls {
@@ -809,9 +849,60 @@ impl PackSet {
     }
 }
 
+/// A `when-methods` entry: the method's name and the text its first argument must contain.
+pub fn method_pattern(p: &str) -> Option<(&str, Option<&str>)> {
+    let ident = |n: &str| {
+        !n.is_empty()
+            && !n.starts_with(|c: char| c.is_ascii_digit())
+            && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    match p.split_once('(') {
+        Some((name, rest)) => {
+            let text = rest.strip_suffix(')')?;
+            (ident(name) && !text.is_empty()).then_some((name, Some(text)))
+        }
+        None => ident(p).then_some((p, None)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn when_methods_entries_are_names_or_name_with_text() {
+        let call = "[[call]]\nkind = \"try-acquire\"\nreceiver = \"x::C\"\nmethod = \"put_item\"\n";
+        let ok = parse(&format!(
+            "{call}when-methods = [\"condition_expression(attribute_not_exists)\", \"upsert\"]\nchain-until = [\"send\"]\n"
+        ))
+        .expect("valid");
+        assert_eq!(ok.calls[0].when_methods.len(), 2);
+        assert_eq!(
+            method_pattern("condition_expression(attribute_not_exists(pk))"),
+            Some(("condition_expression", Some("attribute_not_exists(pk)")))
+        );
+        for bad in ["", "cond(", "cond()", "a b", "1x", "x.y(z)"] {
+            let err = parse(&format!("{call}when-methods = [\"{bad}\"]\n")).unwrap_err();
+            assert!(
+                err.to_string().contains("`when-methods` entry"),
+                "{bad}: {err}"
+            );
+            assert!(err.to_string().contains("t.toml"), "{err}");
+        }
+        let err = parse(&format!(
+            "{call}reply-only = true\nreturns-type = \"x::L\"\n"
+        ))
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("`reply-only` and `returns-type`"),
+            "{err}"
+        );
+        let err = parse(&format!("{call}chain-until = [\"send()\"]\n")).unwrap_err();
+        assert!(
+            err.to_string().contains("`chain-until` entry `send()`"),
+            "{err}"
+        );
+    }
 
     const HEAD: &str =
         "[pack]\nname = \"t\"\nconsensus = true\nfencing = \"none\"\nrelease = \"explicit\"\n";

@@ -37,12 +37,13 @@ pub fn normalize(name: &str) -> String {
         .collect()
 }
 
-/// Does a `when-fields` entry hold? `name` wants the field set, `name=` wants it cleared.
+/// Does a `when-fields` entry hold? `name` wants the field set, `name=` wants it cleared;
+/// `a|b` is either (a lock document's owner may be `lockId` or `owner`).
 pub fn holds(fields: &Fields, wanted: &str) -> bool {
-    match wanted.strip_suffix('=') {
+    wanted.split('|').any(|one| match one.strip_suffix('=') {
         Some(name) => fields.get(&normalize(name)) == Some(&Written::Cleared),
-        None => fields.get(&normalize(wanted)) == Some(&Written::Set),
-    }
+        None => fields.get(&normalize(one)) == Some(&Written::Set),
+    })
 }
 
 /// The fields `e` sets, or `None` when it cannot be read.
@@ -128,8 +129,34 @@ fn expr(e: &Expr, env: &dyn Lookup, depth: usize, out: &mut Fields) -> Option<()
             }
             Some(())
         }
-        Expr::Macro(m) if m.mac.path.segments.last()?.ident == "json" => {
+        // `json!({…})`, and bson's `doc! {…}`, written the same way.
+        Expr::Macro(m)
+            if m.mac
+                .path
+                .segments
+                .last()
+                .is_some_and(|s| s.ident == "json" || s.ident == "doc") =>
+        {
             json(m.mac.tokens.clone(), depth, out)
+        }
+        // An update pipeline (`vec![set_stage]`, `[a, b]`): what any stage writes.
+        Expr::Macro(m) if m.mac.path.segments.last()?.ident == "vec" => {
+            let items = m
+                .mac
+                .parse_body_with(
+                    syn::punctuated::Punctuated::<Expr, syn::Token![,]>::parse_terminated,
+                )
+                .ok()?;
+            for x in &items {
+                next(x, out)?;
+            }
+            Some(())
+        }
+        Expr::Array(a) => {
+            for x in &a.elems {
+                next(x, out)?;
+            }
+            Some(())
         }
         Expr::If(i) => {
             block(&i.then_branch, env, depth, out)?;
@@ -275,6 +302,19 @@ mod tests {
         let empty = fields("Lease { metadata: meta, spec: Default::default() }").unwrap();
         assert!(!holds(&empty, "holderIdentity"));
         assert!(holds(&empty, "spec="));
+    }
+
+    #[test]
+    fn bson_documents_in_a_pipeline_and_alternatives() {
+        let f = fields(
+            r#"vec![doc! { "$set": { "lockId": { "$cond": [&expired, &id, "$lockId"] }, "expiresAt": at } }]"#,
+        )
+        .unwrap();
+        assert!(holds(&f, "lockId"));
+        assert!(holds(&f, "owner|lock_id"));
+        assert!(holds(&f, "expires_at"));
+        assert!(!holds(&f, "owner|holder"));
+        assert_eq!(fields("vec![stage, other]"), None);
     }
 
     #[test]

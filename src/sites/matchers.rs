@@ -114,6 +114,7 @@ pub(super) fn match_site<'a>(
                 &m.receiver,
                 &args,
                 Span::of(&m.method),
+                outward,
             ) {
                 return Some(found);
             }
@@ -179,9 +180,12 @@ pub(super) fn match_site<'a>(
             if let Some(refs) = w.cx.packs.functions.get(&path) {
                 for &r in refs {
                     let def = w.cx.packs.call(r);
-                    if options_match(w, r.pack, def, &args) {
+                    if options_match(w, r.pack, def, &args)
+                        && let Some(consumed) = chain_match(w, def, outward)
+                    {
                         let mut found =
                             build(w, r, def, &args, None, name_span, api_of_path(&path));
+                        found.consumed = consumed;
                         if found.key.is_none() {
                             found.key = url_key(w, def, &args);
                         }
@@ -264,6 +268,7 @@ fn match_method<'a>(
     receiver: &'a Expr,
     args: &[&'a Expr],
     span: Span,
+    outward: &[&'a Expr],
 ) -> Option<Matched<'a>> {
     let refs = w.cx.packs.methods.get(name)?;
     let rty = w.type_of(receiver).map(|t| t.peeled().clone());
@@ -274,7 +279,10 @@ fn match_method<'a>(
     let by_trait = refs.iter().filter(|&&r| !declared(w.cx.packs.call(r)));
     for &r in by_declaration.chain(by_trait) {
         let def = w.cx.packs.call(r);
-        if receiver_matches(w, def, rty.as_ref()) && options_match(w, r.pack, def, args) {
+        if receiver_matches(w, def, rty.as_ref())
+            && options_match(w, r.pack, def, args)
+            && let Some(consumed) = chain_match(w, def, outward)
+        {
             if let Some(what) = def.script {
                 match script_method(w, r.pack, what, def, args, receiver, span, name) {
                     Some(found) => return Some(found),
@@ -311,6 +319,7 @@ fn match_method<'a>(
                 span,
                 format!("{owner}::{name}"),
             );
+            found.consumed = consumed;
             if found.key.is_none() {
                 found.key = when_key(w, def, args).or_else(|| url_key(w, def, args));
             }
@@ -432,6 +441,14 @@ fn options_match(w: &Walker<'_, '_>, pack: usize, def: &CallDef, args: &[&Expr])
             return false;
         }
     }
+    if let Some(i) = def.options_arg
+        && !def.when_methods.is_empty()
+    {
+        let Some(opt) = args.get(i) else { return false };
+        if !methods_hold(w, def, &ttl::method_calls_in(w, opt)) {
+            return false;
+        }
+    }
     if def.when.is_empty() && def.when_calls.is_empty() {
         return true;
     }
@@ -445,6 +462,67 @@ fn options_match(w: &Walker<'_, '_>, pack: usize, def: &CallDef, args: &[&Expr])
     def.when
         .iter()
         .all(|wanted| names.iter().any(|n| n.eq_ignore_ascii_case(wanted)))
+}
+
+/// Does each `when-methods` pattern hold for one of these calls?
+fn methods_hold(w: &Walker<'_, '_>, def: &CallDef, calls: &[&syn::ExprMethodCall]) -> bool {
+    def.when_methods.iter().all(|p| {
+        let Some((name, text)) = crate::packs::method_pattern(p) else {
+            return false;
+        };
+        calls.iter().any(|c| {
+            c.method == name
+                && text.is_none_or(|t| {
+                    c.args
+                        .first()
+                        .and_then(|a| argument_text(w, a))
+                        .is_some_and(|s| s.contains(t))
+                })
+        })
+    })
+}
+
+/// An argument's text, read like a URL, inside `Some(..)` (`set_condition_expression(Some(c))`).
+fn argument_text(w: &Walker<'_, '_>, mut e: &Expr) -> Option<String> {
+    loop {
+        e = match e {
+            Expr::Reference(r) => &r.expr,
+            Expr::Paren(p) => &p.expr,
+            Expr::Call(c)
+                if c.args.len() == 1
+                    && matches!(&*c.func, Expr::Path(p) if p.path.is_ident("Some")) =>
+            {
+                &c.args[0]
+            }
+            _ => break,
+        };
+    }
+    url_template(w, e, 0)
+}
+
+/// The builder chain a call starts, for a call that reads it (`when-methods` without an
+/// `options-arg`, or `chain-until`): `None` when `when-methods` does not hold on it, else how
+/// many chain levels (`.table_name(t)…send()`) belong to the call, whose reply comes after them.
+fn chain_match(w: &Walker<'_, '_>, def: &CallDef, outward: &[&Expr]) -> Option<usize> {
+    let reads_chain = !def.when_methods.is_empty() && def.options_arg.is_none();
+    if !reads_chain && def.chain_until.is_empty() {
+        return Some(0);
+    }
+    // `outward` is outermost first: the chain starts at its end.
+    let mut calls = Vec::new();
+    let mut consumed = 0;
+    for level in outward.iter().rev() {
+        let Expr::MethodCall(m) = level else { break };
+        calls.push(m);
+        consumed += 1;
+        if def.chain_until.iter().any(|u| m.method == u.as_str()) {
+            break;
+        }
+    }
+    if reads_chain && !methods_hold(w, def, &calls) {
+        return None;
+    }
+    Some(consumed)
 }
 
 /// An HTTP lock's key, read from its URL after `url-key-after` up to the query, kept as a
@@ -667,9 +745,10 @@ fn build<'a>(
         owner_checked: def.owner_check,
         auto_renew: def.auto_renew,
         stream_ttl: def.stream_ttl,
-        handle: def.returns_type.is_some()
-            || def.in_scope.is_empty()
-                && !matches!(def.returns, Returns::Bool | Returns::ResultBool),
+        handle: !def.reply_only
+            && (def.returns_type.is_some()
+                || def.in_scope.is_empty()
+                    && !matches!(def.returns, Returns::Bool | Returns::ResultBool)),
         release: def.release,
         consensus: def.consensus,
         purpose: def.purpose.map(|p| (p, def.fenced_by.clone())),

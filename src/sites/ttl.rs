@@ -251,6 +251,22 @@ pub(super) fn calls_in<'a>(w: &Walker<'a, '_>, e: &'a Expr) -> Vec<&'a syn::Expr
     c.0
 }
 
+/// The method calls in `e` and in the locals it is built from.
+pub(super) fn method_calls_in<'a>(w: &Walker<'a, '_>, e: &'a Expr) -> Vec<&'a syn::ExprMethodCall> {
+    struct Calls<'a>(Vec<&'a syn::ExprMethodCall>);
+    impl<'a> Visit<'a> for Calls<'a> {
+        fn visit_expr_method_call(&mut self, c: &'a syn::ExprMethodCall) {
+            self.0.push(c);
+            syn::visit::visit_expr_method_call(self, c);
+        }
+    }
+    let mut c = Calls(Vec::new());
+    for x in reachable(w, &[e]) {
+        c.visit_expr(x);
+    }
+    c.0
+}
+
 pub(super) fn names_in(w: &Walker<'_, '_>, e: &Expr) -> Vec<String> {
     struct Names(Vec<String>);
     impl<'ast> Visit<'ast> for Names {
