@@ -66,13 +66,20 @@ fn same_key(site: &crate::sites::Site, e: &Event) -> bool {
     site.key.as_ref() == Some(key)
         || site.key_expr.as_ref() == Some(key)
             && site.function.as_ref().is_some_and(|f| {
-                f.path == e.function
-                    || key
-                        .replace(' ', "")
-                        .trim_start_matches('&')
-                        .starts_with("self.")
-                        && parent(&f.path) == parent(&e.function)
+                f.path == e.function || self_field(key) && parent(&f.path) == parent(&e.function)
             })
+}
+
+/// `self.writer_key`, `&self.keys.lock`: a field of `self`, the same value in every method. A
+/// call (`self.namespaced(key)`) depends on its arguments, which differ between methods.
+fn self_field(key: &str) -> bool {
+    let k = key.replace(' ', "");
+    k.trim_start_matches('&')
+        .strip_prefix("self.")
+        .is_some_and(|rest| {
+            rest.split('.')
+                .all(|p| !p.is_empty() && p.chars().all(|c| c.is_alphanumeric() || c == '_'))
+        })
 }
 
 /// The EXPIRE right after a SETNX, before other work, belongs to the acquisition.
