@@ -329,3 +329,30 @@ async fn waiting_does_not_poll() {
     assert!(woke <= 4, "{woke} KV requests from release to acquisition");
     assert_eq!(token, entry_rev);
 }
+
+/// A transient error while queued (the server restarts under the waiter: its
+/// watch breaks, requests fail) is retried inside the budget: the waiter queues
+/// again and gets the lock once the holder, which survived the restart,
+/// releases it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_survives_a_server_restart() {
+    let mut server = EtcdServer::start().await;
+    let opts = EtcdOptions::default().op_timeout(Duration::from_secs(2));
+    let b = EtcdBackend::connect_with(&[server.endpoint()], opts)
+        .await
+        .unwrap();
+    let key = conformance::unique("restart-waiter");
+    let ttl = Duration::from_secs(30);
+    let holder = b.try_acquire(&key, ttl).await.unwrap().unwrap();
+    let order = Order::default();
+    let w = waiter(&b, &key, 1, ttl, Duration::from_secs(30), &order);
+    queue_len(&b, &key, 2).await;
+    server.restart().await;
+    // The holder's lease and entry are persisted: it still holds, and its
+    // release after the restart goes through.
+    let held = holder.token().get();
+    assert!(b.release(holder).await.unwrap());
+    let token = w.await.unwrap().unwrap();
+    assert!(token > held);
+    assert!(entries(&b, &key).await.is_empty());
+}

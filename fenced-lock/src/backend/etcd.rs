@@ -16,7 +16,8 @@
 //!   watches the entry just ahead of it (the highest create revision below its
 //!   own) for deletion, then looks again, so each release wakes one waiter and
 //!   nobody polls. Each look is one transaction that also checks the waiter's
-//!   own entry still exists (its lease could have died). A waiter that gives
+//!   own entry still exists (its lease could have died). Transient errors
+//!   while queued keep the place (pause, look again). A waiter that gives
 //!   up, fails or is cancelled revokes its lease, which deletes its entry.
 //! * renew: one lease keep-alive; a TTL <= 0 in the answer means the lease is
 //!   gone. A read then confirms the entry still carries our revision and lease
@@ -44,6 +45,11 @@ use crate::lease::validate;
 use crate::{ClockDrift, FencingToken, Lease, LockBackend, LockError, OwnerId};
 
 const NAME: &str = "etcd";
+
+/// How long a background revoke keeps retrying through transient errors.
+const REVOKE_RETRY: Duration = Duration::from_secs(60);
+/// Longest pause between revoke attempts.
+const REVOKE_PAUSE_MAX: Duration = Duration::from_secs(1);
 
 /// Options of [`EtcdBackend`].
 #[derive(Clone, Debug)]
@@ -103,6 +109,13 @@ pub(crate) fn etcd_error(context: &'static str, e: etcd_client::Error) -> LockEr
         E::TransportError(_) | E::IoError(_) => LockError::unavailable(NAME, context, e),
         // gRPC codes CANCELLED (1), DEADLINE_EXCEEDED (4), UNAVAILABLE (14).
         E::GRpcStatus(ref s) if matches!(i32::from(s.code()), 1 | 4 | 14) => {
+            LockError::unavailable(NAME, context, e)
+        }
+        // UNKNOWN (2) with a source is tonic wrapping a broken connection
+        // (reset, h2 error) on the client side; a status from the server has none.
+        E::GRpcStatus(ref s)
+            if i32::from(s.code()) == 2 && std::error::Error::source(s).is_some() =>
+        {
             LockError::unavailable(NAME, context, e)
         }
         other => LockError::Backend {
@@ -184,7 +197,9 @@ impl EtcdBackend {
     /// Revokes a lease in the background. Nothing waits for it: the key is
     /// already deleted (or was never written), and an unrevoked lease just
     /// expires by itself after its TTL, so this only frees server memory early
-    /// (and, for a queue entry, lets the next waiter go sooner).
+    /// (and, for a queue entry, lets the next waiter go sooner). Transient
+    /// failures are retried for up to [`REVOKE_RETRY`]: a queue entry left
+    /// behind would hold up every waiter behind it until its lease expires.
     fn revoke(&self, lease_id: i64) {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
@@ -192,7 +207,18 @@ impl EtcdBackend {
         let mut c = self.client.clone();
         let limit = self.options.op_timeout;
         rt.spawn(async move {
-            let _ = tokio::time::timeout(limit, c.lease_revoke(lease_id)).await;
+            let give_up = Instant::now() + REVOKE_RETRY;
+            let mut pause = BACKOFF_START;
+            loop {
+                match tokio::time::timeout(limit, c.lease_revoke(lease_id)).await {
+                    Ok(Ok(_)) => return,
+                    Ok(Err(e)) if lease_gone(&e) => return,
+                    _ if Instant::now() >= give_up => return,
+                    _ => {}
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(REVOKE_PAUSE_MAX);
+            }
         });
     }
 
@@ -298,9 +324,7 @@ impl EtcdBackend {
                 .map_err(|e| etcd_error("acquire", e))
         })
         .await?;
-        // Four keep-alives per TTL while queued: the lease is at least 3/4 of its
-        // TTL from expiry when the waiter's turn comes.
-        let every = (ttl / 4).max(Duration::from_millis(1));
+        let every = keep_alive_every(ttl);
         loop {
             let next = alive.since + every;
             tokio::select! {
@@ -315,7 +339,9 @@ impl EtcdBackend {
                     Ok(None) => {
                         return Err(LockError::unavailable(NAME, "acquire", "watch stream ended"));
                     }
-                    Err(e) => return Err(etcd_error("acquire", e)),
+                    // A broken stream (server gone: tonic reports it as status
+                    // `Unknown`) is transient; the next look decides.
+                    Err(e) => return Err(LockError::unavailable(NAME, "acquire", e)),
                 },
                 () = tokio::time::sleep_until(next) => {
                     if !self.keep_alive(alive).await? {
@@ -340,10 +366,11 @@ impl EtcdBackend {
                 }
             }
             let (keeper, stream) = alive.stream.as_mut().expect("just set");
+            // Fails only when the stream is closed (connection lost): transient.
             keeper
                 .keep_alive()
                 .await
-                .map_err(|e| etcd_error("acquire", e))?;
+                .map_err(|e| LockError::unavailable(NAME, "acquire", e))?;
             match stream.message().await {
                 Ok(Some(r)) => Ok(r.ttl()),
                 Ok(None) => Err(LockError::unavailable(
@@ -352,10 +379,12 @@ impl EtcdBackend {
                     "keep-alive stream ended",
                 )),
                 Err(e) if lease_gone(&e) => Ok(0),
-                Err(e) => Err(etcd_error("acquire", e)),
+                Err(e) => Err(LockError::unavailable(NAME, "acquire", e)),
             }
         })
-        .await?;
+        .await
+        // A broken keep-alive stream is not reused: the next call opens one.
+        .inspect_err(|_| alive.stream = None)?;
         if ttl > 0 {
             alive.since = sent;
         }
@@ -388,18 +417,46 @@ impl EtcdBackend {
             since: sent,
             stream: None,
         };
+        let every = keep_alive_every(ttl);
         if lowest != rev {
             *seen_held = true;
+            let mut pause = BACKOFF_START;
             loop {
-                match self.ahead(key, &entry_key, rev).await? {
-                    Ahead::Gone => return Ok(None),
-                    Ahead::Nobody => break,
-                    Ahead::Entry(ahead, at) => {
-                        if !self.wait_deleted(ahead, at, ttl, &mut alive).await? {
-                            return Ok(None);
-                        }
+                // A transient error keeps the place in the queue: pause and look
+                // again (the look tells whether the entry survived the outage).
+                let step = async {
+                    if Instant::now() >= alive.since + every && !self.keep_alive(&mut alive).await?
+                    {
+                        return Ok(Step::Lost);
                     }
+                    Ok(match self.ahead(key, &entry_key, rev).await? {
+                        Ahead::Gone => Step::Lost,
+                        Ahead::Nobody => Step::Head,
+                        Ahead::Entry(ahead, at) => {
+                            if self.wait_deleted(ahead, at, ttl, &mut alive).await? {
+                                Step::Again
+                            } else {
+                                Step::Lost
+                            }
+                        }
+                    })
+                };
+                match step.await {
+                    Ok(Step::Head) => break,
+                    Ok(Step::Lost) => return Ok(None),
+                    Ok(Step::Again) => pause = BACKOFF_START,
+                    Err(e @ LockError::Unavailable { .. }) => {
+                        tracing::debug!(target: "fenced_lock", key, error = %e, "queued acquire: retrying");
+                        tokio::time::sleep(pause.mul_f64(rand::random_range(0.5..1.0))).await;
+                        pause = (pause * 2).min(BACKOFF_MAX);
+                    }
+                    Err(e) => return Err(e),
                 }
+            }
+            // After an outage the last keep-alive may be old: refresh it so the
+            // lease handed out has most of its TTL left.
+            if Instant::now() >= alive.since + every && !self.keep_alive(&mut alive).await? {
+                return Ok(None);
             }
         }
         entry.armed = false;
@@ -409,6 +466,22 @@ impl EtcdBackend {
                 .with_drift(self.options.clock_drift),
         ))
     }
+}
+
+/// Four keep-alives per TTL while queued: the lease is at least 3/4 of its TTL
+/// from expiry when the waiter's turn comes.
+fn keep_alive_every(ttl: Duration) -> Duration {
+    (ttl / 4).max(Duration::from_millis(1))
+}
+
+/// The outcome of one wait step of a queued acquire.
+enum Step {
+    /// The waiter's entry is the head: it holds the lock.
+    Head,
+    /// The entry ahead went: look again.
+    Again,
+    /// The waiter's own entry or lease is gone: queue again.
+    Lost,
 }
 
 /// What a waiter sees ahead of it in the queue.
@@ -488,10 +561,12 @@ impl LockBackend for EtcdBackend {
     ///
     /// `wait` bounds the whole call, every request included; `Duration::ZERO`
     /// is one [`try_acquire`](LockBackend::try_acquire), `Duration::MAX` waits
-    /// without end. A transient error withdraws the entry and queues again at
-    /// the back after a jittered pause, inside the budget; so does a waiter
-    /// whose own entry vanished (its lease expired or was revoked). Giving up,
-    /// failing or being dropped revokes the waiter's lease, deleting its entry.
+    /// without end. A transient error while queued keeps the waiter's place:
+    /// it pauses (jittered, 2–100 ms) and looks again, inside the budget. A
+    /// waiter whose own entry vanished (its lease expired or was revoked)
+    /// queues again at the back, as does one whose grant or enqueue failed.
+    /// Giving up, failing or being dropped revokes the waiter's lease (retried
+    /// in the background through transient errors), deleting its entry.
     async fn acquire(&self, key: &str, ttl: Duration, wait: Duration) -> Result<Lease, LockError> {
         validate(key, ttl)?;
         let started = Instant::now();
