@@ -19,6 +19,9 @@
 //! * redis: `SET k v NX PX ttl` + a compare-and-delete script;
 //! * etcd: a create-if-absent put txn + a delete txn (no lease), and, separately,
 //!   the same with lease grant/revoke (what any TTL-bounded etcd lock must send).
+//!
+//! The etcd section also runs `acquire` + release in every task on one shared key
+//! and prints each task's acquisition count (fairness: etcd waiters queue FIFO).
 
 #[path = "../tests/support/etcd_server.rs"]
 mod etcd_server;
@@ -372,6 +375,37 @@ async fn bench_etcd(workers: usize) {
         )
         .await;
     }
+    // One shared key: waiters queue in arrival order with watches, so each task
+    // should get about the same share of the acquisitions.
+    let start = Instant::now();
+    let deadline = start + secs();
+    let mut joins = Vec::new();
+    for _ in 0..workers {
+        let b = b.clone();
+        joins.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while Instant::now() < deadline {
+                let l = b
+                    .acquire("hot", TTL, Duration::from_secs(60))
+                    .await
+                    .expect("etcd acquire");
+                assert!(b.release(l).await.unwrap());
+                n += 1;
+            }
+            n
+        }));
+    }
+    let mut counts = Vec::new();
+    for j in joins {
+        counts.push(j.await.expect("bench task"));
+    }
+    let total: u64 = counts.iter().sum();
+    let (lo, hi) = (counts.iter().min().copied(), counts.iter().max().copied());
+    println!(
+        "etcd one shared key          {workers} task(s)  fenced-lock {:>7.0}/s  fairness per-task acquisitions {counts:?}  min/max {:.2}",
+        total as f64 / start.elapsed().as_secs_f64(),
+        lo.unwrap_or(0) as f64 / hi.unwrap_or(1).max(1) as f64
+    );
     drop(server);
 }
 

@@ -17,9 +17,9 @@ pub mod postgres;
 pub mod redis;
 
 /// First pause between attempts of [`LockBackend::acquire`].
-const BACKOFF_START: Duration = Duration::from_millis(2);
+pub(crate) const BACKOFF_START: Duration = Duration::from_millis(2);
 /// Longest pause between attempts, so a released lock is noticed quickly.
-const BACKOFF_MAX: Duration = Duration::from_millis(100);
+pub(crate) const BACKOFF_MAX: Duration = Duration::from_millis(100);
 /// Longest single attempt when the wait is unbounded (backends also apply their own
 /// per-operation deadline).
 const MAX_ATTEMPT: Duration = Duration::from_secs(3600);

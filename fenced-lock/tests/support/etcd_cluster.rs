@@ -18,6 +18,8 @@ struct Member {
 pub struct EtcdCluster {
     dir: PathBuf,
     members: Vec<Member>,
+    initial: String,
+    token: String,
 }
 
 fn free_port() -> u16 {
@@ -54,37 +56,14 @@ impl EtcdCluster {
             .collect::<Vec<_>>()
             .join(",");
         let token = format!("fl-{:016x}", rand::random::<u64>());
-        let mut c = Self { dir, members };
+        let mut c = Self {
+            dir,
+            members,
+            initial,
+            token,
+        };
         for i in 0..n {
-            let m = &c.members[i];
-            let client = format!("http://127.0.0.1:{}", m.client_port);
-            let peer = format!("http://127.0.0.1:{}", m.peer_port);
-            let log =
-                std::fs::File::create(c.dir.join(format!("{}.log", m.name))).expect("etcd log");
-            let child = Command::new(binary())
-                .args(["--name", &m.name, "--data-dir"])
-                .arg(c.dir.join(&m.name))
-                .args(["--listen-client-urls", &client])
-                .args(["--advertise-client-urls", &client])
-                .args(["--listen-peer-urls", &peer])
-                .args(["--initial-advertise-peer-urls", &peer])
-                .args(["--initial-cluster", &initial])
-                .args(["--initial-cluster-state", "new"])
-                .args(["--initial-cluster-token", &token])
-                .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
-                .args(["--log-level", "warn", "--logger", "zap"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::from(log))
-                .spawn()
-                .unwrap_or_else(|e| {
-                    panic!(
-                        "cannot start etcd ({}): {e}. Needs the etcd server binary \
-                         (Debian: apt-get install etcd-server; or set ETCD_BIN)",
-                        binary()
-                    )
-                });
-            c.members[i].child = Some(child);
+            c.spawn(i);
         }
         let deadline = Instant::now() + Duration::from_secs(30);
         for i in 0..n {
@@ -99,6 +78,57 @@ impl EtcdCluster {
             }
         }
         c
+    }
+
+    /// Starts member `i` on its data dir (etcd ignores the `--initial-*` flags
+    /// once the data dir exists, so this also restarts a killed member).
+    fn spawn(&mut self, i: usize) {
+        let m = &self.members[i];
+        let client = format!("http://127.0.0.1:{}", m.client_port);
+        let peer = format!("http://127.0.0.1:{}", m.peer_port);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("{}.log", m.name)))
+            .expect("etcd log");
+        let child = Command::new(binary())
+            .args(["--name", &m.name, "--data-dir"])
+            .arg(self.dir.join(&m.name))
+            .args(["--listen-client-urls", &client])
+            .args(["--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", &peer])
+            .args(["--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", &self.initial])
+            .args(["--initial-cluster-state", "new"])
+            .args(["--initial-cluster-token", &self.token])
+            .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
+            .args(["--log-level", "warn", "--logger", "zap"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start etcd ({}): {e}. Needs the etcd server binary \
+                     (Debian: apt-get install etcd-server; or set ETCD_BIN)",
+                    binary()
+                )
+            });
+        self.members[i].child = Some(child);
+    }
+
+    /// Restarts killed member `i` on its data and ports, and waits (up to 30 s)
+    /// until it is back in the cluster (it reports a leader).
+    pub async fn restart(&mut self, i: usize) {
+        assert!(self.members[i].child.is_none(), "member m{i} is running");
+        self.spawn(i);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.status(i).await.is_none_or(|(_, leader)| leader == 0) {
+            if Instant::now() > deadline {
+                panic!("m{i} did not rejoin within 30 s:\n{}", self.logs());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     fn logs(&self) -> String {

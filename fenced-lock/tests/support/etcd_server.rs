@@ -110,6 +110,31 @@ impl EtcdServer {
         }
     }
 
+    /// KV requests (`Range` and `Txn` gRPC calls) the server has started, from
+    /// its Prometheus `/metrics` page: a structural measure of polling.
+    pub fn kv_requests(&self) -> u64 {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.client_port))
+            .expect("connect to etcd metrics");
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .unwrap();
+        let mut body = String::new();
+        s.read_to_string(&mut body).expect("read etcd metrics");
+        let counted = |method: &str| {
+            let prefix = format!(
+                "grpc_server_started_total{{grpc_method=\"{method}\",grpc_service=\"etcdserverpb.KV\""
+            );
+            body.lines()
+                .find(|l| l.starts_with(&prefix))
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|n| n.parse::<f64>().ok())
+                .unwrap_or_else(|| panic!("no {method} counter in etcd's /metrics"))
+                as u64
+        };
+        counted("Range") + counted("Txn")
+    }
+
     fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();

@@ -244,8 +244,34 @@ where
     B: LockBackend + Clone + 'static,
     F: Fence + Clone + 'static,
 {
+    randomized_with(
+        name,
+        backends,
+        fence,
+        prefix,
+        schedule,
+        seed,
+        Checker::default(),
+    )
+    .await
+}
+
+/// [`randomized`] recording into `checker`, so the caller can also read the
+/// holds (e.g. which were held at the moment of an injected fault).
+pub async fn randomized_with<B, F>(
+    name: &str,
+    backends: Vec<B>,
+    fence: F,
+    prefix: &str,
+    schedule: Schedule,
+    seed: u64,
+    checker: Checker,
+) -> (String, Vec<String>)
+where
+    B: LockBackend + Clone + 'static,
+    F: Fence + Clone + 'static,
+{
     assert_eq!(backends.len(), schedule.workers);
-    let checker = Checker::default();
     let started = Instant::now();
     let sem = Arc::new(tokio::sync::Semaphore::new(schedule.concurrency));
     let mut tasks = Vec::new();
