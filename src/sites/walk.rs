@@ -283,65 +283,59 @@ fn analyze_fn<'a>(
     w.block_ends.push(region::end_of(Span::of_block(body)));
     w.visit_block(body);
     w.finish(body);
-    // A helper that hands its caller's object to a call judged by it (`fields-arg`).
-    if w.out.sites.len() == w.first_site
-        && let Some((pack, api, param)) = w.forwarded.borrow().first().cloned()
-        && let Some(index) = param_index(sig, &param)
-        && !w.out.wrappers.iter().any(|x| x.canonical == w.canonical)
+    if w.out.sites.len() > w.first_site || w.out.wrappers.iter().any(|x| x.canonical == w.canonical)
     {
-        let candidate = super::WrapperCandidate {
+        return;
+    }
+    // A helper that hands its caller's object to a call judged by it (`fields-arg`), or one
+    // that runs its caller's SQL: each call of it is judged by what the caller passes.
+    let forward = w.forwarded.borrow().first().cloned();
+    let runner = match forward {
+        Some((pack, api, param)) => param_index(sig, &param).map(|i| (pack, Runs::Object(api, i))),
+        None => None,
+    }
+    .or_else(|| summary::sql_runner(sig, body, cx.packs).map(|(pack, arg)| (pack, Runs::Sql(arg))));
+    if let Some((pack, runs)) = runner {
+        let sql = matches!(runs, Runs::Sql(_));
+        let (sql_arg, forwards) = match runs {
+            Runs::Sql(arg) => (Some(arg), None),
+            Runs::Object(api, i) => (None, Some((api, i))),
+        };
+        w.out.wrappers.push(super::WrapperCandidate {
             canonical: w.canonical.clone(),
             method: w.method.clone(),
             via: w.info.path.clone(),
             library: cx.packs.packs[pack].pack.name.clone(),
-            kind: crate::packs::CallKind::TryAcquire,
+            kind: if sql {
+                crate::packs::CallKind::Acquire
+            } else {
+                crate::packs::CallKind::TryAcquire
+            },
             returns: crate::packs::Returns::Result,
             returns_type: None,
             scoped: false,
             ttl_ms: None,
             fencing: super::Fencing::None,
-            sql: false,
+            sql,
             consensus: cx.packs.packs[pack].pack.consensus,
             backend: None,
             qualified: false,
-            handle: false,
+            handle: sql,
             key_arg: None,
             held: None,
-            sql_arg: None,
+            sql_arg,
             pipeline: None,
-            forwards: Some((api, index)),
-        };
-        w.out.wrappers.push(candidate);
+            forwards,
+        });
     }
-    // A helper that runs its caller's SQL: its calls are SQL calls.
-    if w.out.sites.len() == w.first_site
-        && let Some((pack, arg)) = summary::sql_runner(sig, body, cx.packs)
-        && !w.out.wrappers.iter().any(|x| x.canonical == w.canonical)
-    {
-        let candidate = super::WrapperCandidate {
-            canonical: w.canonical.clone(),
-            method: w.method.clone(),
-            via: w.info.path.clone(),
-            library: cx.packs.packs[pack].pack.name.clone(),
-            kind: crate::packs::CallKind::Acquire,
-            returns: crate::packs::Returns::Result,
-            returns_type: None,
-            scoped: false,
-            ttl_ms: None,
-            fencing: super::Fencing::None,
-            sql: true,
-            consensus: cx.packs.packs[pack].pack.consensus,
-            backend: None,
-            qualified: false,
-            handle: true,
-            key_arg: None,
-            held: None,
-            sql_arg: Some(arg),
-            pipeline: None,
-            forwards: None,
-        };
-        w.out.wrappers.push(candidate);
-    }
+}
+
+/// What a runner helper hands on to the call inside it.
+enum Runs {
+    /// The SQL text, in this argument.
+    Sql(usize),
+    /// The object a `fields-arg` call reads: the call's method or function, and the parameter.
+    Object(String, usize),
 }
 
 /// The position of a named parameter (the receiver not counted).
