@@ -807,3 +807,40 @@ fn annotate_interactive_asks_per_site_on_a_terminal() {
     );
     assert_eq!(tokens(&src), tokens(&new));
 }
+
+#[test]
+fn sqlx_migrations_on_sqlite_take_no_lock() {
+    let o = lockaudit(
+        &root(),
+        &[
+            "inventory",
+            "--format",
+            "json",
+            "fixtures/libs/sqlx-migrate.rs",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc = json(&o);
+    let functions: Vec<&str> = doc["sites"]
+        .as_array()
+        .expect("sites")
+        .iter()
+        .filter_map(|s| s["function"].as_str())
+        .collect();
+    for pg in [
+        "migrate_on_startup",
+        "App::migrate",
+        "migrate_one_connection",
+    ] {
+        assert!(
+            functions.iter().any(|f| f.ends_with(pg)),
+            "no site in {pg}: {functions:?}"
+        );
+    }
+    for sqlite in ["migrate_sqlite", "migrate_sqlite_connection"] {
+        assert!(
+            !functions.iter().any(|f| f.ends_with(sqlite)),
+            "a SQLite migration reported as a lock site in {sqlite}: {functions:?}"
+        );
+    }
+}

@@ -266,6 +266,13 @@ pub struct CallDef {
     /// the call's; without it a chain read by `when-methods` runs to its first `.await` or `?`.
     #[serde(default)]
     pub chain_until: Vec<String>,
+    /// With `not-on-types`: the argument whose type is looked at.
+    #[serde(default)]
+    pub type_arg: Option<usize>,
+    /// The call is no lock when `type-arg`'s type, as far as it is known, names one of these
+    /// (its path or a type argument, by last segment): sqlx's `Migrator::run` on SQLite takes none.
+    #[serde(default)]
+    pub not_on_types: Vec<String>,
     /// The argument holding the object written (a `json!` literal or a struct, followed through
     /// locals), read by `when-fields` and `fields-unknown`.
     #[serde(default)]
@@ -390,6 +397,8 @@ impl CallDef {
             when_calls: Vec::new(),
             when_methods: Vec::new(),
             chain_until: Vec::new(),
+            type_arg: None,
+            not_on_types: Vec::new(),
             fields_arg: None,
             when_fields: Vec::new(),
             fields_unknown: false,
@@ -580,6 +589,11 @@ impl Pack {
             if !c.when.is_empty() && c.options_arg.is_none() {
                 return Err(bad(format!(
                     "{at}has `when` but no `options-arg` to look in"
+                )));
+            }
+            if c.not_on_types.is_empty() != c.type_arg.is_none() {
+                return Err(bad(format!(
+                    "{at}has one of `type-arg` and `not-on-types` without the other"
                 )));
             }
             if (!c.when_fields.is_empty() || c.fields_unknown) && c.fields_arg.is_none() {

@@ -421,6 +421,12 @@ fn options_match(w: &Walker<'_, '_>, pack: usize, def: &CallDef, args: &[&Expr])
             return false;
         }
     }
+    if let Some(i) = def.type_arg
+        && let Some(t) = args.get(i).and_then(|a| w.type_of(a))
+        && names_any(&t, &def.not_on_types)
+    {
+        return false;
+    }
     if let Some(i) = def.fields_arg {
         let Some(arg) = args.get(i) else { return false };
         // The caller's object: this call is judged where the function is called.
@@ -523,6 +529,12 @@ fn chain_match(w: &Walker<'_, '_>, def: &CallDef, outward: &[&Expr]) -> Option<u
         return None;
     }
     Some(consumed)
+}
+
+/// Does the type, or one of its type arguments at any depth, end in one of these names?
+fn names_any(t: &Ty, names: &[String]) -> bool {
+    let last = t.path.rsplit("::").next().unwrap_or(&t.path);
+    names.iter().any(|n| n == last) || t.args.iter().any(|a| names_any(a, names))
 }
 
 /// An HTTP lock's key, read from its URL after `url-key-after` up to the query, kept as a
