@@ -320,6 +320,11 @@ pub struct CallDef {
     pub returns: Returns,
     #[serde(default)]
     pub returns_type: Option<String>,
+    /// The value (after `returns`' layers) is an enum that says whether the lock was taken, and
+    /// this is its success variant (kube-leader-election's `LeaseLockResult::Acquired`): a value
+    /// never matched against it is a failure ignored.
+    #[serde(default)]
+    pub success_variant: Option<String>,
     /// Does the call prove the caller still owns the lock (a compare script, an owner field)?
     /// `false` for raw EXPIRE/DEL, which act on whoever holds the key.
     #[serde(default = "yes")]
@@ -413,6 +418,7 @@ impl CallDef {
             deadline: DeadlineRule::Implicit,
             returns: w.returns,
             returns_type: w.returns_type.clone(),
+            success_variant: None,
             owner_check: true,
             auto_renew: false,
             stream_ttl: false,

@@ -47,6 +47,8 @@ enum Layer {
     Option,
     Bool,
     Either,
+    /// An enum whose success variant is `State::variant`.
+    Variant,
 }
 
 fn layers(r: Returns) -> Vec<Layer> {
@@ -67,6 +69,8 @@ fn layers(r: Returns) -> Vec<Layer> {
 struct State {
     layers: Vec<Layer>,
     negated: bool,
+    /// With `Layer::Variant`: the variant that says the lock was taken.
+    variant: Option<String>,
 }
 
 enum Step {
@@ -77,6 +81,7 @@ enum Step {
 pub(super) fn judge<'a>(
     w: &Walker<'a, '_>,
     returns: Returns,
+    success_variant: Option<&str>,
     outward: &[&'a Expr],
     u: &Use<'a>,
     discarded: Option<&str>,
@@ -90,10 +95,14 @@ pub(super) fn judge<'a>(
             reason: reason.to_string(),
         };
     }
-    let state = State {
+    let mut state = State {
         layers: layers(returns),
         negated: false,
+        variant: success_variant.map(str::to_string),
     };
+    if success_variant.is_some() {
+        state.layers.push(Layer::Variant);
+    }
     judge_state(state, outward, u, w.rest(), 0)
 }
 
@@ -122,7 +131,7 @@ fn judge_state<'a>(
             Binding::Name(name) => follow(&name, state, rest, depth),
             Binding::Other => Failure::Handled,
         },
-        Use::IfLet { pat, then, els } => match polarity(pat) {
+        Use::IfLet { pat, then, els } => match polarity_with(pat, state.variant.as_deref()) {
             Polarity::Failure if !diverges_block(then) && els.is_none() && has_work(rest) => Failure::Ignored {
                 reason: "the failure branch neither returns nor propagates, and the code after it runs without the lock".into(),
             },
@@ -146,7 +155,7 @@ fn judge_state<'a>(
         Use::Match { arms, bound } => {
             let failure_falls_through = arms
                 .iter()
-                .filter(|a| polarity(&a.pat) != Polarity::Success)
+                .filter(|a| polarity_with(&a.pat, state.variant.as_deref()) != Polarity::Success)
                 .any(|a| !diverges_expr(&a.body));
             if !failure_falls_through {
                 return Failure::Handled;
@@ -154,7 +163,7 @@ fn judge_state<'a>(
             match bound.map(binding) {
                 // `let lock = match … { Ok(l) => Some(l), Err(_) => None };` turns the failure into a
                 // value; what matters is whether that value is checked before the work.
-                Some(Binding::Name(name)) => follow(&name, State { layers: vec![Layer::Option], negated: false }, rest, depth + 1),
+                Some(Binding::Name(name)) => follow(&name, State { layers: vec![Layer::Option], negated: false, variant: None }, rest, depth + 1),
                 Some(_) => Failure::Handled,
                 None if has_work(rest) => Failure::Ignored {
                     reason: "the failure arm neither returns nor propagates, and the code after the `match` runs without the lock".into(),
@@ -293,6 +302,28 @@ enum Polarity {
 }
 
 fn polarity(p: &Pat) -> Polarity {
+    polarity_with(p, None)
+}
+
+/// With an enum's success variant: `Enum::Acquired(..)` is success, another `Enum::X` failure.
+fn polarity_with(p: &Pat, variant: Option<&str>) -> Polarity {
+    if let Some(v) = variant {
+        let path = match p {
+            Pat::TupleStruct(ts) => Some(&ts.path),
+            Pat::Path(pp) => Some(&pp.path),
+            Pat::Struct(ps) => Some(&ps.path),
+            _ => None,
+        };
+        if let Some(path) = path
+            && path.segments.len() >= 2
+        {
+            return if path.segments.last().is_some_and(|s| s.ident == v) {
+                Polarity::Success
+            } else {
+                Polarity::Failure
+            };
+        }
+    }
     match p {
         Pat::TupleStruct(ts) => match ts
             .path
@@ -314,8 +345,8 @@ fn polarity(p: &Pat) -> Polarity {
             syn::Lit::Bool(_) => Polarity::Failure,
             _ => Polarity::Any,
         },
-        Pat::Reference(r) => polarity(&r.pat),
-        Pat::Paren(pp) => polarity(&pp.pat),
+        Pat::Reference(r) => polarity_with(&r.pat, variant),
+        Pat::Paren(pp) => polarity_with(&pp.pat, variant),
         _ => Polarity::Any,
     }
 }

@@ -56,6 +56,8 @@ pub(super) struct Matched<'a> {
     pub pipeline: Option<super::pipeline::PipeRun>,
     /// The purpose the library declares for its own lock, with what fences it.
     pub purpose: Option<(crate::directives::DeclaredPurpose, Option<String>)>,
+    /// See `CallDef::success_variant`.
+    pub success_variant: Option<String>,
 }
 
 impl<'a> Matched<'a> {
@@ -87,6 +89,7 @@ impl<'a> Matched<'a> {
             via: None,
             pipeline: None,
             purpose: None,
+            success_variant: None,
         }
     }
 }
@@ -764,6 +767,7 @@ fn build<'a>(
         release: def.release,
         consensus: def.consensus,
         purpose: def.purpose.map(|p| (p, def.fenced_by.clone())),
+        success_variant: def.success_variant.clone(),
         lease_names: def
             .lease_arg
             .or(def.lease_id_arg)

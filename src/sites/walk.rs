@@ -569,7 +569,14 @@ impl<'a, 'c> Walker<'a, 'c> {
         let failure = match &m.pipeline {
             // A lock command in a pipeline: its reply is judged where the pipeline runs.
             Some(run) if m.discarded.is_none() => super::pipeline::judge(self, run, outward, &u),
-            _ => failure::judge(self, m.returns, outward, &u, m.discarded.as_deref()),
+            _ => failure::judge(
+                self,
+                m.returns,
+                m.success_variant.as_deref(),
+                outward,
+                &u,
+                m.discarded.as_deref(),
+            ),
         };
         if let Some(run) = &m.pipeline {
             self.pipe_locals
