@@ -1533,13 +1533,16 @@ impl<'a> Walker<'a, '_> {
             }
         }
         let is_drop = matches!(call, Expr::Call(c) if matches!(&*c.func, Expr::Path(p) if p.path.is_ident("drop")));
+        // The standard library's readers only borrow what they are given
+        // (`str::from_utf8(resp.key())?` between an etcd lock and its unlock hands nothing on).
+        let only_borrows = matches!(call, Expr::Call(c) if matches!(&*c.func, Expr::Path(p) if borrows_only(&self.resolve(&p.path))));
         // Same span as the lock event this call may be, so that a release's own move is not an escape.
         let span = match call {
             Expr::MethodCall(m) => Span::of(&m.method),
             Expr::Call(c) => func_name_span(c),
             other => Span::of(other),
         };
-        if !is_drop {
+        if !is_drop && !only_borrows {
             for n in moved {
                 self.marker(MarkerKind::Escape(n), span);
             }
@@ -1548,6 +1551,18 @@ impl<'a> Walker<'a, '_> {
             self.marker(MarkerKind::CallArgs(names), span);
         }
     }
+}
+
+/// Standard functions that read their argument and hand it back to no one.
+fn borrows_only(path: &str) -> bool {
+    let mut segs = path.rsplit("::");
+    let (f, parent) = (segs.next().unwrap_or(""), segs.next().unwrap_or(""));
+    matches!(
+        (parent, f),
+        ("str", "from_utf8" | "from_utf8_mut")
+            | ("String", "from_utf8_lossy")
+            | ("mem", "size_of_val" | "align_of_val")
+    )
 }
 
 /// Does an arm body hand `name` on (`break name`, `return name`, or `name` as its value)?
