@@ -232,6 +232,7 @@ fn analyze_fn<'a>(
         in_closures: HashSet::new(),
         forwarded: std::cell::RefCell::new(Vec::new()),
         value_loop: None,
+        rebound: HashMap::new(),
         serials: 0,
         param_serials: 0,
         owners: Vec::new(),
@@ -428,6 +429,8 @@ pub(super) struct Walker<'a, 'c> {
     pub(super) forwarded: std::cell::RefCell<Vec<(usize, String, String)>>,
     /// The `loop` that is the function's value: a `break` out of it returns.
     value_loop: Option<Span>,
+    /// Per holding (index in `holdings`): its names rebound to other values since it was taken.
+    rebound: HashMap<usize, HashSet<String>>,
     /// Serials handed out to locals so far.
     serials: usize,
     /// The last serial given to a parameter.
@@ -489,11 +492,29 @@ impl<'a, 'c> Walker<'a, 'c> {
         for n in names.iter().filter(|n| !mentioned.contains(*n)) {
             self.marker(MarkerKind::Rebind(n.clone()), Span::of(pat));
         }
-        // A value computed from a lock's result carries it (`let acquired: bool = row.get(0)`).
+        // A value computed from a lock's result carries it (`let acquired: bool = row.get(0)`),
+        // unless the name it reads was rebound since (`let resp = lease_grant(..)`: `resp.id()`
+        // is the lease's, not the lock's).
         if init.is_some() {
-            for (_, h) in &mut self.holdings {
-                if h.names.iter().any(|n| mentioned.contains(n)) {
+            for (i, (_, h)) in self.holdings.iter_mut().enumerate() {
+                let gone = self.rebound.get(&i);
+                if h.names
+                    .iter()
+                    .any(|n| mentioned.contains(n) && !gone.is_some_and(|g| g.contains(n)))
+                {
                     h.names.extend(names.iter().cloned());
+                }
+            }
+        }
+        // Locks taken before this statement no longer go by the names it rebinds.
+        let here = region::start_of(Span::of(pat));
+        for (i, (_, h)) in self.holdings.iter().enumerate() {
+            if h.start < here {
+                for n in names
+                    .iter()
+                    .filter(|n| !mentioned.contains(*n) && h.names.contains(*n))
+                {
+                    self.rebound.entry(i).or_default().insert(n.clone());
                 }
             }
         }
