@@ -40,7 +40,7 @@ use etcd_client::{
 };
 use tokio::time::Instant;
 
-use crate::backend::{BACKOFF_MAX, BACKOFF_START, bounded};
+use crate::backend::{BACKOFF_MAX, BACKOFF_START, Retry, bounded};
 use crate::lease::validate;
 use crate::{ClockDrift, FencingToken, Lease, LockBackend, LockError, OwnerId};
 
@@ -569,56 +569,26 @@ impl LockBackend for EtcdBackend {
     /// in the background through transient errors), deleting its entry.
     async fn acquire(&self, key: &str, ttl: Duration, wait: Duration) -> Result<Lease, LockError> {
         validate(key, ttl)?;
-        let started = Instant::now();
-        let timeout = |now: Instant| LockError::Timeout {
-            key: key.to_owned(),
-            waited: now - started,
-        };
+        let mut retry = Retry::new(key, wait);
         if wait.is_zero() {
             return match self.try_acquire(key, ttl).await? {
                 Some(lease) => Ok(lease),
-                None => Err(timeout(Instant::now())),
+                None => Err(retry.timeout(Instant::now())),
             };
         }
-        // `None`: beyond what the clock can represent, i.e. no deadline.
-        let deadline = started.checked_add(wait);
-        let mut backoff = BACKOFF_START;
-        let mut seen_held = false;
-        let mut last_error = None;
         loop {
-            let attempt = self.queue(key, ttl, &mut seen_held);
-            let outcome = match deadline {
+            let attempt = self.queue(key, ttl, &mut retry.seen_held);
+            let outcome = match retry.deadline {
                 Some(d) => tokio::time::timeout_at(d, attempt).await.ok(),
                 None => Some(attempt.await),
             };
             match outcome {
-                Some(Ok(Some(lease))) => {
-                    tracing::debug!(
-                        target: "fenced_lock",
-                        key,
-                        token = lease.token().get(),
-                        waited_ms = started.elapsed().as_millis() as u64,
-                        "acquired"
-                    );
-                    return Ok(lease);
-                }
-                // Our entry vanished while queued: queue again.
-                Some(Ok(None)) => {}
-                Some(Err(e @ LockError::Unavailable { .. })) => last_error = Some(e),
-                Some(Err(e)) => return Err(e),
-                // Budget spent.
-                None => {}
+                Some(Ok(Some(lease))) => return Ok(retry.acquired(lease)),
+                // Our entry vanished while queued: queue again. `None`: the budget is spent.
+                Some(Ok(None)) | None => {}
+                Some(Err(e)) => retry.failed(e)?,
             }
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return Err(match last_error {
-                    Some(e) if !seen_held => e,
-                    _ => timeout(now),
-                });
-            }
-            let wake = now + backoff.mul_f64(rand::random_range(0.5..1.0));
-            tokio::time::sleep_until(deadline.map_or(wake, |d| d.min(wake))).await;
-            backoff = (backoff * 2).min(BACKOFF_MAX);
+            retry.pause(false).await?;
         }
     }
 

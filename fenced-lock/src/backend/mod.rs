@@ -24,6 +24,83 @@ pub(crate) const BACKOFF_MAX: Duration = Duration::from_millis(100);
 /// per-operation deadline).
 const MAX_ATTEMPT: Duration = Duration::from_secs(3600);
 
+/// The state of an `acquire` bounded by a wait: its deadline, the jittered exponential
+/// backoff between attempts, and what the failed attempts said. Shared by the default
+/// [`LockBackend::acquire`] and the backends that wait their own way (etcd's queue).
+pub(crate) struct Retry<'k> {
+    key: &'k str,
+    started: Instant,
+    /// `None`: beyond what the clock can represent, i.e. no deadline.
+    pub(crate) deadline: Option<Instant>,
+    backoff: Duration,
+    /// Whether any attempt found the key held: then running out of wait is a `Timeout`;
+    /// if every attempt failed to reach the backend, its error says so.
+    pub(crate) seen_held: bool,
+    last_error: Option<LockError>,
+}
+
+impl<'k> Retry<'k> {
+    pub(crate) fn new(key: &'k str, wait: Duration) -> Retry<'k> {
+        let started = Instant::now();
+        Retry {
+            key,
+            started,
+            deadline: started.checked_add(wait),
+            backoff: BACKOFF_START,
+            seen_held: false,
+            last_error: None,
+        }
+    }
+
+    /// The lease an attempt got, with its `acquired` event.
+    pub(crate) fn acquired(&self, lease: Lease) -> Lease {
+        tracing::debug!(
+            target: "fenced_lock",
+            key = self.key,
+            token = lease.token().get(),
+            waited_ms = self.started.elapsed().as_millis() as u64,
+            "acquired"
+        );
+        lease
+    }
+
+    /// The wait ran out with the key held.
+    pub(crate) fn timeout(&self, now: Instant) -> LockError {
+        LockError::Timeout {
+            key: self.key.to_owned(),
+            waited: now - self.started,
+        }
+    }
+
+    /// A failed attempt: a transient error is kept and retried, any other ends the call.
+    pub(crate) fn failed(&mut self, e: LockError) -> Result<(), LockError> {
+        match e {
+            LockError::Unavailable { .. } => {
+                self.last_error = Some(e);
+                Ok(())
+            }
+            e => Err(e),
+        }
+    }
+
+    /// Before the next attempt: the error to end with when the wait is spent (or `stop`),
+    /// else a jittered pause, cut at the deadline.
+    pub(crate) async fn pause(&mut self, stop: bool) -> Result<(), LockError> {
+        let now = Instant::now();
+        if stop || self.deadline.is_some_and(|d| now >= d) {
+            return Err(match self.last_error.take() {
+                Some(e) if !self.seen_held => e,
+                _ => self.timeout(now),
+            });
+        }
+        // Full jitter spreads contenders out so they do not retry in lockstep.
+        let wake = now + self.backoff.mul_f64(rand::random_range(0.5..1.0));
+        tokio::time::sleep_until(self.deadline.map_or(wake, |d| d.min(wake))).await;
+        self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+        Ok(())
+    }
+}
+
 /// A store that grants leases with fencing tokens.
 ///
 /// Every change to a lock's state is a single atomic step on the backend (one
@@ -72,16 +149,9 @@ pub trait LockBackend: Send + Sync {
         wait: Duration,
     ) -> impl Future<Output = Result<Lease, LockError>> + Send {
         async move {
-            let started = Instant::now();
-            // `None`: beyond what the clock can represent, i.e. no deadline.
-            let deadline = started.checked_add(wait);
-            let mut backoff = BACKOFF_START;
-            // Whether any attempt found the key held: then running out of wait is a
-            // `Timeout`; if every attempt failed to reach the backend, its error says so.
-            let mut seen_held = false;
-            let mut last_error = None;
+            let mut retry = Retry::new(key, wait);
             loop {
-                let left = match deadline {
+                let left = match retry.deadline {
                     Some(d) => d.saturating_duration_since(Instant::now()),
                     None => MAX_ATTEMPT,
                 };
@@ -93,37 +163,12 @@ pub trait LockBackend: Send + Sync {
                             .await
                     };
                     match attempt {
-                        Ok(Some(lease)) => {
-                            tracing::debug!(
-                                target: "fenced_lock",
-                                key,
-                                token = lease.token().get(),
-                                waited_ms = started.elapsed().as_millis() as u64,
-                                "acquired"
-                            );
-                            return Ok(lease);
-                        }
-                        Ok(None) => seen_held = true,
-                        Err(e @ LockError::Unavailable { .. }) => last_error = Some(e),
-                        Err(e) => return Err(e),
+                        Ok(Some(lease)) => return Ok(retry.acquired(lease)),
+                        Ok(None) => retry.seen_held = true,
+                        Err(e) => retry.failed(e)?,
                     }
                 }
-                let now = Instant::now();
-                if wait.is_zero() || deadline.is_some_and(|d| now >= d) {
-                    let timeout = LockError::Timeout {
-                        key: key.to_owned(),
-                        waited: now - started,
-                    };
-                    return Err(match last_error {
-                        Some(e) if !seen_held => e,
-                        _ => timeout,
-                    });
-                }
-                // Full jitter spreads contenders out so they do not retry in lockstep.
-                let pause = backoff.mul_f64(rand::random_range(0.5..1.0));
-                let wake = now + pause;
-                tokio::time::sleep_until(deadline.map_or(wake, |d| d.min(wake))).await;
-                backoff = (backoff * 2).min(BACKOFF_MAX);
+                retry.pause(wait.is_zero()).await?;
             }
         }
     }
