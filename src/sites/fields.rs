@@ -54,22 +54,18 @@ pub fn read(e: &Expr, env: &dyn Lookup) -> Option<Fields> {
 }
 
 /// The parameter an argument is, when it is one (`patch`, `&patch`, `patch.clone()`): the value
-/// is the caller's, so the call's kind is decided where the function is called.
-pub fn parameter<'e>(
-    e: &'e Expr,
-    env: &dyn Lookup,
-    params: &dyn Fn(&str) -> bool,
-) -> Option<&'e syn::Ident> {
+/// is the caller's, so the call's kind is decided where the function is called. `is_param`: a
+/// parameter not rebound to a value.
+pub fn parameter<'e>(e: &'e Expr, is_param: &dyn Fn(&str) -> bool) -> Option<&'e syn::Ident> {
     match e {
-        Expr::Reference(r) => parameter(&r.expr, env, params),
-        Expr::Paren(p) => parameter(&p.expr, env, params),
+        Expr::Reference(r) => parameter(&r.expr, is_param),
+        Expr::Paren(p) => parameter(&p.expr, is_param),
         Expr::MethodCall(m) if m.args.is_empty() && is_passthrough(&m.method) => {
-            parameter(&m.receiver, env, params)
+            parameter(&m.receiver, is_param)
         }
         Expr::Path(p) => {
             let id = p.path.get_ident()?;
-            let name = id.to_string();
-            (params(&name) && env.local(&name).is_none()).then_some(id)
+            is_param(&id.to_string()).then_some(id)
         }
         _ => None,
     }

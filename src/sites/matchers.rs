@@ -433,10 +433,12 @@ fn options_match(w: &Walker<'_, '_>, pack: usize, def: &CallDef, args: &[&Expr])
     if let Some(i) = def.fields_arg {
         let Some(arg) = args.get(i) else { return false };
         // The caller's object: this call is judged where the function is called.
-        if let Some(p) = super::fields::parameter(arg, w, &|n| w.is_param(n)) {
+        if let Some(p) = super::fields::parameter(arg, &|n| w.is_param(n)) {
             let api = def.method.clone().or_else(|| def.function.clone());
             if let Some(api) = api {
-                w.forwarded.borrow_mut().push((pack, api, p.to_string()));
+                w.forwarded
+                    .borrow_mut()
+                    .get_or_insert_with(|| (pack, api, p.to_string()));
             }
             return false;
         }

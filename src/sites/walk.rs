@@ -230,7 +230,7 @@ fn analyze_fn<'a>(
         deferred_region: None,
         pipe_locals: HashMap::new(),
         in_closures: HashSet::new(),
-        forwarded: std::cell::RefCell::new(Vec::new()),
+        forwarded: std::cell::RefCell::new(None),
         value_loop: None,
         rebound: HashMap::new(),
         serials: 0,
@@ -290,7 +290,7 @@ fn analyze_fn<'a>(
     }
     // A helper that hands its caller's object to a call judged by it (`fields-arg`), or one
     // that runs its caller's SQL: each call of it is judged by what the caller passes.
-    let forward = w.forwarded.borrow().first().cloned();
+    let forward = w.forwarded.borrow().clone();
     let runner = match forward {
         Some((pack, api, param)) => param_index(sig, &param).map(|i| (pack, Runs::Object(api, i))),
         None => None,
@@ -424,9 +424,10 @@ pub(super) struct Walker<'a, 'c> {
     /// Acquisitions inside a closure or `async` block (by span start): held by whoever runs it,
     /// never left by this function to its caller.
     in_closures: HashSet<Pos>,
-    /// Pack calls whose `fields-arg` is a parameter of this function, as (pack, the call's
-    /// method or function, the parameter): noted while matching, which only reads the walker.
-    pub(super) forwarded: std::cell::RefCell<Vec<(usize, String, String)>>,
+    /// The first pack call whose `fields-arg` is a parameter of this function, as (pack, the
+    /// call's method or function, the parameter): noted while matching, which only reads the
+    /// walker.
+    pub(super) forwarded: std::cell::RefCell<Option<(usize, String, String)>>,
     /// The `loop` that is the function's value: a `break` out of it returns.
     value_loop: Option<Span>,
     /// Per holding (index in `holdings`): its names rebound to other values since it was taken.
@@ -1359,8 +1360,10 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                     self.marker(MarkerKind::Callback, Span::of(&*c.func));
                 }
                 self.visit_expr(&c.func);
+                let mut only_borrows = false;
                 if let Expr::Path(f) = &*c.func {
                     let path = self.resolve(&f.path);
+                    only_borrows = borrows_only(&path);
                     let last = path.rsplit("::").next().unwrap_or(&path);
                     if last == "sleep" {
                         self.marker(MarkerKind::Sleep, Span::of(&*c.func));
@@ -1375,7 +1378,7 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                         self.marker(MarkerKind::LongCall(shown), Span::of(&*c.func));
                     }
                 }
-                self.call_args(e, c.args.iter());
+                self.call_args(e, c.args.iter(), only_borrows);
                 for a in &c.args {
                     self.set_use(a, Use::Escape);
                     self.visit_expr(a);
@@ -1394,7 +1397,7 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                 if (self.cx.long_call)(&shown) || (self.cx.long_call)(&method) {
                     self.marker(MarkerKind::LongCall(shown), Span::of(&m.method));
                 }
-                self.call_args(e, m.args.iter());
+                self.call_args(e, m.args.iter(), false);
                 for a in &m.args {
                     self.set_use(a, Use::Escape);
                     self.visit_expr(a);
@@ -1544,7 +1547,13 @@ impl<'a> Walker<'a, '_> {
     }
 
     /// Records what a call's arguments mention (token sinks), and moves by value.
-    fn call_args<'e>(&mut self, call: &Expr, args: impl Iterator<Item = &'e Expr>) {
+    /// `only_borrows`: the callee is one of the standard library's readers (`borrows_only`).
+    fn call_args<'e>(
+        &mut self,
+        call: &Expr,
+        args: impl Iterator<Item = &'e Expr>,
+        only_borrows: bool,
+    ) {
         let mut names = Vec::new();
         let mut moved = Vec::new();
         for a in args {
@@ -1554,9 +1563,6 @@ impl<'a> Walker<'a, '_> {
             }
         }
         let is_drop = matches!(call, Expr::Call(c) if matches!(&*c.func, Expr::Path(p) if p.path.is_ident("drop")));
-        // The standard library's readers only borrow what they are given
-        // (`str::from_utf8(resp.key())?` between an etcd lock and its unlock hands nothing on).
-        let only_borrows = matches!(call, Expr::Call(c) if matches!(&*c.func, Expr::Path(p) if borrows_only(&self.resolve(&p.path))));
         // Same span as the lock event this call may be, so that a release's own move is not an escape.
         let span = match call {
             Expr::MethodCall(m) => Span::of(&m.method),
@@ -1574,7 +1580,8 @@ impl<'a> Walker<'a, '_> {
     }
 }
 
-/// Standard functions that read their argument and hand it back to no one.
+/// Standard functions that read their argument and hand it back to no one: passing the lock's
+/// key to one (`str::from_utf8(resp.key())?` between an etcd lock and its unlock) is no move.
 fn borrows_only(path: &str) -> bool {
     let mut segs = path.rsplit("::");
     let (f, parent) = (segs.next().unwrap_or(""), segs.next().unwrap_or(""));
