@@ -186,7 +186,23 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         })
         .collect();
     clock.lap("crate graph");
-    let wants = |t: &str| !settings.prefilter || triggers.any_in(t);
+    // A crate that is itself a library a pack describes (zookeeper-client's own recipes): any of
+    // its files may hold the primitive, under names that are its own (`crate::client::Client`),
+    // which no trigger spells. All its files are read.
+    let library_roots: HashSet<String> = configs
+        .loaded()
+        .iter()
+        .flat_map(|c| c.packs.library_roots())
+        .map(str::to_string)
+        .collect();
+    let libraries: HashSet<&Path> = roots
+        .iter()
+        .filter(|r| graph.own_name(r).is_some_and(|n| library_roots.contains(n)))
+        .map(|r| &**r)
+        .collect();
+    let wants = |job: &Job, t: &str| {
+        !settings.prefilter || libraries.contains(&*job.crate_root) || triggers.any_in(t)
+    };
     let read_crates: Vec<CrateRead> = pool.install(|| {
         crate_jobs
             .par_iter()
@@ -274,7 +290,28 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
     // a bug and says so when hit.
     let empty = CrateView::default();
     let mut wrappers: HashMap<Arc<Path>, Vec<WrapperCandidate>> = HashMap::new();
-    let mut packsets: HashMap<(usize, Arc<Path>), Arc<PackSet>> = HashMap::new();
+    let mut packsets: HashMap<PackKey, Arc<PackSet>> = HashMap::new();
+    // The files of a described library's own target (not its examples, tests or benches, which
+    // use it as users do) see the packs from inside: in the crate's spellings, without the
+    // entries its own code now shows.
+    let key_of = |job: &Job| -> PackKey {
+        let inside = libraries.contains(&*job.crate_root) && in_library_target(job);
+        (config_id(&job.config), job.crate_root.clone(), inside)
+    };
+    let own_spellings = |set: PackSet, key: &PackKey, views: &HashMap<Arc<Path>, CrateView>| {
+        let own = graph.own_name(&key.1).filter(|_| key.2);
+        match (own, views.get(&key.1)) {
+            (Some(own), Some(view)) => set.inside_library(own, view).unwrap_or(set),
+            _ => set,
+        }
+    };
+    for job in &jobs {
+        let key = key_of(job);
+        if key.2 && !packsets.contains_key(&key) {
+            let set = own_spellings((*job.config.packs).clone(), &key, &views);
+            packsets.insert(key, Arc::new(set));
+        }
+    }
     let mut slots: Vec<Option<FileOutput>> = (0..jobs.len()).map(|_| None).collect();
     let mut stats = Stats::default();
     let mut todo: Vec<usize> = indexed_jobs(&state);
@@ -283,7 +320,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         rounds += 1;
         let packs_for = |job: &Job| -> Arc<PackSet> {
             packsets
-                .get(&(config_id(&job.config), job.crate_root.clone()))
+                .get(&key_of(job))
                 .cloned()
                 .unwrap_or_else(|| job.config.packs.clone())
         };
@@ -397,10 +434,12 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         let mut rebuilt = HashSet::new();
         for &i in &todo {
             let job = &jobs[i];
-            let key = (config_id(&job.config), job.crate_root.clone());
+            let key = key_of(job);
             if rebuilt.insert(key.clone()) {
                 let visible = visible_wrappers(&job.crate_root, &wrappers, &graph);
-                packsets.insert(key, Arc::new(with_wrappers(&job.config.packs, &visible)?));
+                let set = with_wrappers(&job.config.packs, &visible)?;
+                let set = own_spellings(set, &key, &views);
+                packsets.insert(key, Arc::new(set));
             }
         }
     }
@@ -813,6 +852,18 @@ impl Phase<'_> {
 }
 
 /// Configurations are shared; their address identifies them for the per-crate pack cache.
+/// Which pack set a file is analysed with: its config's, for its crate, and whether the file is
+/// inside a library the packs describe.
+type PackKey = (usize, Arc<Path>, bool);
+
+/// Is the file part of its crate's library target (under `src/`, not a binary)?
+fn in_library_target(job: &Job) -> bool {
+    let Ok(rel) = job.file.abs.strip_prefix(&*job.crate_root) else {
+        return false;
+    };
+    rel.starts_with("src") && !rel.starts_with("src/bin") && rel != Path::new("src/main.rs")
+}
+
 fn config_id(c: &Arc<Config>) -> usize {
     Arc::as_ptr(c) as usize
 }
@@ -1093,7 +1144,7 @@ struct CrateFiles<'a> {
     jobs: &'a [Job],
 }
 
-type Wants<'w> = dyn Fn(&str) -> bool + Sync + 'w;
+type Wants<'w> = dyn Fn(&Job, &str) -> bool + Sync + 'w;
 
 impl CrateFiles<'_> {
     /// Reads every member once, keeping its text when `wants` it.
@@ -1103,7 +1154,7 @@ impl CrateFiles<'_> {
             .map(|&i| {
                 let job = &self.jobs[i];
                 let read = with_bytes(job, |b| {
-                    let text = text_of(job, b).map(|t| wants(t).then(|| t.to_string()));
+                    let text = text_of(job, b).map(|t| wants(job, t).then(|| t.to_string()));
                     (hash.then(|| cache::content_hash(b)), text)
                 });
                 match read {

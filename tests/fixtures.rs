@@ -269,3 +269,42 @@ fn etcd_lock_without_lease_says_it_expires_while_held() {
         assert!(f.help.contains("lease_keep_alive"), "{}", f.help);
     }
 }
+
+/// A crate that is the library a pack describes is analysed as itself: its own spellings of the
+/// pack's paths are the pack's, and all its files are read. The same code in a crate of another
+/// name takes no lock the packs know of.
+#[test]
+fn a_library_is_analysed_as_itself() {
+    let dir = Path::new("fixtures/shapes/library-itself/zk-client");
+    let line = std::fs::read_to_string(dir.join("src/client/mod.rs"))
+        .expect("fixture")
+        .lines()
+        .position(|l| l.contains(".create(prefix, data, &CreateMode::EphemeralSequential"))
+        .expect("the recipe's create")
+        + 1;
+    let creates = |root: &Path| -> Vec<(usize, bool)> {
+        let outcome = engine::check(&settings(vec![root.to_path_buf()])).expect("runs");
+        outcome
+            .report
+            .sites
+            .iter()
+            .filter(|s| s.api == "Client::create")
+            .map(|s| (s.line, s.wrapped))
+            .collect()
+    };
+    // The primitive of `create_lock`, judged at that wrapper's callers; the persistent node
+    // created by `register` is none.
+    assert_eq!(creates(dir), vec![(line, true)]);
+
+    let fork = tempfile::tempdir().expect("tempdir");
+    for rel in ["src/lib.rs", "src/error.rs", "src/client/mod.rs"] {
+        let to = fork.path().join(rel);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(dir.join(rel), to).unwrap();
+    }
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    let renamed = manifest.replace("name = \"zookeeper-client\"", "name = \"zk-fork\"");
+    assert_ne!(manifest, renamed);
+    std::fs::write(fork.path().join("Cargo.toml"), renamed).unwrap();
+    assert_eq!(creates(fork.path()), vec![], "no pack describes `zk_fork`");
+}

@@ -776,6 +776,21 @@ fn reroot_ty(t: &Ty, name: &str) -> Ty {
     }
 }
 
+/// The crate's own items, for a pack set seen from inside the library it describes.
+impl crate::packs::CrateItems for CrateView {
+    fn canonical(&self, path: &str) -> String {
+        self.own.through_reexports(path.to_string())
+    }
+
+    fn is_struct(&self, path: &str) -> bool {
+        self.own.structs.contains_key(path)
+    }
+
+    fn is_fn(&self, path: &str) -> bool {
+        self.own.fns.contains_key(path)
+    }
+}
+
 impl CrateView {
     pub fn new(
         own: Arc<CrateIndex>,

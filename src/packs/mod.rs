@@ -186,6 +186,14 @@ pub enum Returns {
     Value,
 }
 
+/// `held` in a pack: where a lock stays that the call does not hand back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HeldIn {
+    /// With the receiver (a connection or client that keeps the lock as its state).
+    Receiver,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TtlField {
@@ -343,6 +351,11 @@ pub struct CallDef {
     /// How this call's lock is released, where it differs from the pack's `release`.
     #[serde(default)]
     pub release: Option<ReleaseStyle>,
+    /// Where the lock stays when the call hands none back (sqlx's `Migrate::lock(&mut self)
+    /// -> Result<()>` leaves it with the connection): `"receiver"` — the region runs to the
+    /// release called on the same receiver, and the reply is no lock value.
+    #[serde(default)]
+    pub held: Option<HeldIn>,
     /// Whether this call's store has consensus, where it differs from the pack's `consensus`.
     #[serde(default)]
     pub consensus: Option<bool>,
@@ -378,6 +391,19 @@ pub struct Inherited {
 }
 
 impl CallDef {
+    /// Does the entry say which *use* of an operation locks (by its arguments, the calls around
+    /// it, the object it writes, the URL it sends to, the script it runs), rather than that
+    /// every call of it does?
+    pub fn is_conditional(&self) -> bool {
+        !self.when.is_empty()
+            || !self.when_calls.is_empty()
+            || !self.when_methods.is_empty()
+            || !self.when_fields.is_empty()
+            || self.fields_arg.is_some()
+            || !self.url_contains.is_empty()
+            || self.script.is_some()
+    }
+
     /// A call to a function of the analysed crate that wraps a lock.
     pub fn wrapper(w: &crate::sites::WrapperCandidate) -> CallDef {
         let (receiver, function, method) = match &w.method {
@@ -423,6 +449,7 @@ impl CallDef {
             auto_renew: false,
             stream_ttl: false,
             reply_only: false,
+            held: None,
             // A scoped wrapper (`with_lock(key, || …)`) releases before it returns.
             release: w.scoped.then_some(ReleaseStyle::Guard),
             // The primitive's store, not the pack's default: a wrapper around fenced-lock's Redis
@@ -701,7 +728,7 @@ pub struct CallRef {
 }
 
 /// All packs in force for a file, indexed for matching.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct PackSet {
     pub packs: Vec<Pack>,
     /// Method name -> calls declared with that method.
@@ -732,6 +759,17 @@ pub struct PackSet {
     pub crate_aliases: Vec<(String, String)>,
     /// Script builder function path -> the pack.
     pub script_builders: HashMap<String, usize>,
+    /// Inside a library the packs describe: its own spellings of the packs' paths (`crate::…`)
+    /// -> the public path, for traits brought into scope by those spellings.
+    pub own_spellings: Vec<(String, String)>,
+}
+
+/// What [`PackSet::inside_library`] needs to know of the crate: its items, in its own terms.
+pub trait CrateItems {
+    /// A `crate::` path through the crate's re-exports.
+    fn canonical(&self, path: &str) -> String;
+    fn is_struct(&self, path: &str) -> bool;
+    fn is_fn(&self, path: &str) -> bool;
 }
 
 impl PackSet {
@@ -835,10 +873,110 @@ impl PackSet {
     /// The spellings of a library path through the crates that re-export it, for matching imports
     /// (`redis::AsyncCommands` is also `deadpool_redis::redis::AsyncCommands`).
     pub fn aliases_of<'a>(&'a self, path: &'a str) -> impl Iterator<Item = String> + 'a {
-        self.crate_aliases.iter().filter_map(move |(from, to)| {
-            let rest = path.strip_prefix(to.as_str())?;
-            (rest.is_empty() || rest.starts_with("::")).then(|| format!("{from}{rest}"))
-        })
+        self.crate_aliases
+            .iter()
+            .filter_map(move |(from, to)| {
+                let rest = path.strip_prefix(to.as_str())?;
+                (rest.is_empty() || rest.starts_with("::")).then(|| format!("{from}{rest}"))
+            })
+            .chain(
+                self.own_spellings
+                    .iter()
+                    .filter(move |(_, public)| public == path)
+                    .map(|(own, _)| own.clone()),
+            )
+    }
+
+    /// The crates these packs describe, by the first segment of the paths they name
+    /// (`zookeeper_client` for `zookeeper_client::Client`).
+    pub fn library_roots(&self) -> HashSet<&str> {
+        self.types
+            .keys()
+            .chain(self.functions.keys())
+            .map(|p| crate::model::imports::first_segment(p))
+            .filter(|r| !matches!(*r, "crate" | "self" | "super" | ""))
+            .collect()
+    }
+
+    /// The packs as seen from inside the library they describe: a crate named `own` writes its
+    /// items as `crate::client::Client` where the pack names the public `own::Client`.
+    /// `internal` gives a `crate::` path's canonical spelling (through the crate's re-exports);
+    /// the path as written and that spelling both name what the public path names.
+    ///
+    /// A pack entry that says a function of the crate *is* a lock operation (sqlx's
+    /// `Migrator::run`) is dropped here: its body is in view, and the primitive inside it is the
+    /// site (its callers in the crate are not acquisitions of their own). An entry that says which
+    /// *use* of a general operation locks (`create` with `EphemeralSequential`) stays. `None` when
+    /// no pack names this crate.
+    pub fn inside_library(&self, own: &str, crate_items: &dyn CrateItems) -> Option<PackSet> {
+        let rooted = |p: &str| crate::model::imports::first_segment(p) == own;
+        let spellings = |p: &str| {
+            let written = format!("crate{}", &p[own.len()..]);
+            let canonical = crate_items.canonical(&written);
+            let mut out = vec![written];
+            if canonical != out[0] && canonical.starts_with("crate") {
+                out.push(canonical);
+            }
+            out
+        };
+        let defined = |def: &CallDef| -> bool {
+            if def.is_conditional() {
+                return false;
+            }
+            match (&def.receiver, &def.function) {
+                // Each receiver a struct of the crate, by any of the type's names rooted here
+                // (`sqlx::migrate::Migrator` is also `sqlx_core::migrate::Migrator`).
+                (Some(r), _) => {
+                    let rs = r.to_vec();
+                    !rs.is_empty()
+                        && rs.iter().all(|r| {
+                            let public = self.types.get(r).map_or(r.as_str(), |t| t.1.as_str());
+                            self.types
+                                .iter()
+                                .filter(|(k, t)| t.1 == public && rooted(k))
+                                .any(|(k, _)| spellings(k).iter().any(|s| crate_items.is_struct(s)))
+                        })
+                }
+                (None, Some(f)) => rooted(f) && spellings(f).iter().any(|s| crate_items.is_fn(s)),
+                (None, None) => false,
+            }
+        };
+        let mut set = self.clone();
+        let mut changed = false;
+        for (p, t) in self.types.iter().filter(|(p, _)| rooted(p)) {
+            for inner in spellings(p) {
+                set.types.entry(inner.clone()).or_insert_with(|| t.clone());
+                if let Some(c) = self.constructors.get(p) {
+                    set.constructors.entry(inner).or_insert_with(|| c.clone());
+                }
+                changed = true;
+            }
+        }
+        for (p, calls) in self.functions.iter().filter(|(p, _)| rooted(p)) {
+            let kept: Vec<CallRef> = calls
+                .iter()
+                .copied()
+                .filter(|r| !defined(self.call(*r)))
+                .collect();
+            for inner in spellings(p) {
+                set.functions.entry(inner).or_default().extend(&kept);
+            }
+            set.functions.insert(p.clone(), kept);
+            changed = true;
+        }
+        for calls in set.methods.values_mut() {
+            let before = calls.len();
+            calls.retain(|r| !defined(self.call(*r)));
+            changed |= calls.len() != before;
+        }
+        for (p, (_, public)) in self.types.iter().filter(|(p, _)| rooted(p)) {
+            for written in spellings(p) {
+                set.own_spellings.push((written, public.clone()));
+            }
+        }
+        set.own_spellings.sort();
+        set.own_spellings.dedup();
+        changed.then_some(set)
     }
 
     /// The backend a pack type declares for itself.

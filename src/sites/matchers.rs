@@ -778,6 +778,12 @@ fn build<'a>(
             .unwrap_or_default(),
         ..Matched::plain(r.pack, api, def.kind, span)
     };
+    // A lock the pack says stays with the receiver is known by the receiver, as a wrapper's
+    // that keeps it in `self` is.
+    if def.held == Some(crate::packs::HeldIn::Receiver) {
+        m.handle = false;
+        m.key = receiver.map(super::summary::peel_key);
+    }
     // A wrapper's call site inherits what the primitive inside it has.
     m.via = def.via.clone();
     if let Some(info) = &def.inherit {

@@ -670,6 +670,16 @@ impl<'a, 'c> Walker<'a, 'c> {
             holding.scope_end = end;
         }
         holding.handle = m.handle;
+        // A lock kept in the store or with the receiver, in no value, outlives the block that
+        // took it: `if self.locking { conn.lock().await?; }` … `if self.locking { conn.unlock() }`.
+        if !m.handle
+            && holding.names.is_empty()
+            && self.closure_depth == 0
+            && matches!(u, Use::Discard)
+            && let Some(&end) = self.block_ends.first()
+        {
+            holding.scope_end = holding.scope_end.max(end);
+        }
         if let Some(c) = &command {
             self.note_owner(c);
         }
