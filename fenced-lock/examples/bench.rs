@@ -11,7 +11,10 @@
 //! one server) and a raw `SET NX PX` + Lua compare-and-delete on the same Redis in
 //! one run: `BENCH_ROUNDS` rounds (default 5) of `BENCH_SECS` per system and case,
 //! the order of the systems rotated per round, medians over rounds. Under one
-//! shared key it also prints each task's acquisition count (fairness).
+//! shared key it also prints each task's acquisition count (fairness). Without
+//! contention it also runs fenced-lock's own two scripts sent by hand and a bare
+//! `SET NX PX` inside a script, to split fenced-lock's time into the crate, the
+//! token's work in the script, and the cost of calling a script.
 //!
 //! Raw primitives (what a hand-rolled lock would send):
 //! * memory: insert/remove in a `Mutex<HashMap>`;
@@ -21,7 +24,10 @@
 //!   the same with lease grant/revoke (what any TTL-bounded etcd lock must send).
 //!
 //! The etcd section also runs `acquire` + release in every task on one shared key
-//! and prints each task's acquisition count (fairness: etcd waiters queue FIFO).
+//! and prints each task's acquisition count (fairness: etcd waiters queue FIFO), and
+//! times `try_acquire` + release on a key whose queue holds `BENCH_ETCD_TOMBSTONES`
+//! (20000) deleted entries, as after that many acquisitions since the last
+//! compaction, against a fresh key, before and after compacting.
 
 #[path = "../tests/support/etcd_server.rs"]
 mod etcd_server;
@@ -40,6 +46,28 @@ use fenced_lock::{
 use tokio::time::Instant;
 
 const TTL: Duration = Duration::from_secs(10);
+
+/// fenced-lock's Redis acquire script, copied from `src/backend/redis.rs` (keep in
+/// sync): sent by hand it separates the script's cost from the crate's.
+const SAME_ACQUIRE: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local now = redis.call('TIME')
+local floor = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+local t = string.format('%.0f', math.max(last + 1, floor))
+redis.call('SET', KEYS[2], t)
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. t, 'PX', ARGV[2])
+return t
+";
+
+/// Compare-and-delete: the release of raw `SET NX`, rslock and fenced-lock alike.
+const CAD: &str =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+
+/// A bare `SET NX PX` inside a script: what calling a script costs, without the
+/// token's work.
+const SETNX_IN_LUA: &str =
+    "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end return 0";
 
 fn secs() -> Duration {
     let s = std::env::var("BENCH_SECS")
@@ -213,9 +241,7 @@ async fn bench_redis(workers: usize) {
         .get_multiplexed_async_connection()
         .await
         .expect("Redis");
-    let cad = Arc::new(redis::Script::new(
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-    ));
+    let cad = Arc::new(redis::Script::new(CAD));
     for workers in [1, workers] {
         let (conn, cad, b, prefix) = (conn.clone(), cad.clone(), b.clone(), prefix.clone());
         compare(
@@ -256,11 +282,7 @@ async fn bench_redis(workers: usize) {
         .await;
     }
     // Same Lua scripts sent by hand: separates script cost from crate cost.
-    let acq = Arc::new(redis::Script::new(
-        "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-         local t = redis.call('INCR', KEYS[2])
-         redis.call('SET', KEYS[1], ARGV[1] .. ':' .. t, 'PX', ARGV[2]) return t",
-    ));
+    let acq = Arc::new(redis::Script::new(SAME_ACQUIRE));
     for workers in [1, workers] {
         let (conn, cad, acq, b, prefix) = (
             conn.clone(),
@@ -278,7 +300,7 @@ async fn bench_redis(workers: usize) {
                 let ctr = format!("{prefix}luactr:{{{w}}}");
                 async move {
                     let owner = format!("{:032x}", rand::random::<u128>());
-                    let t: i64 = acq
+                    let t: String = acq
                         .key(&key)
                         .key(&ctr)
                         .arg(&owner)
@@ -286,7 +308,6 @@ async fn bench_redis(workers: usize) {
                         .invoke_async(&mut conn)
                         .await
                         .unwrap();
-                    assert!(t > 0);
                     let v = format!("{owner}:{t}");
                     let n: i64 = cad.key(&key).arg(&v).invoke_async(&mut conn).await.unwrap();
                     assert_eq!(n, 1);
@@ -406,7 +427,76 @@ async fn bench_etcd(workers: usize) {
         total as f64 / start.elapsed().as_secs_f64(),
         lo.unwrap_or(0) as f64 / hi.unwrap_or(1).max(1) as f64
     );
+    bench_etcd_history(&b, client).await;
     drop(server);
+}
+
+/// Each acquisition leaves its queue entry's tombstone in etcd's index until the next
+/// compaction, and the read of the queue's head walks them. Fills one key's queue with
+/// `BENCH_ETCD_TOMBSTONES` (20000) deleted entries, as that many past acquisitions
+/// would, then compares `try_acquire` + release on it with a fresh key (1 task, order
+/// alternated, median of 5), before and after a compaction.
+async fn bench_etcd_history(b: &EtcdBackend, mut client: etcd_client::Client) {
+    let n = std::env::var("BENCH_ETCD_TOMBSTONES")
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+        .unwrap_or(20_000);
+    let queue = b.etcd_key("worn");
+    // etcd's default limit is 128 operations per transaction.
+    for chunk in (0..n).collect::<Vec<_>>().chunks(128) {
+        let ops: Vec<TxnOp> = chunk
+            .iter()
+            .map(|i| TxnOp::put(format!("{queue}{i:016x}"), "gone", None))
+            .collect();
+        client.txn(Txn::new().and_then(ops)).await.unwrap();
+    }
+    client
+        .delete(
+            queue.as_str(),
+            Some(etcd_client::DeleteOptions::new().with_prefix()),
+        )
+        .await
+        .unwrap();
+    let one = |key: &'static str| {
+        let b = b.clone();
+        move |_: usize| {
+            let b = b.clone();
+            async move {
+                let l = b.try_acquire(key, TTL).await.unwrap().unwrap();
+                assert!(b.release(l).await.unwrap());
+            }
+        }
+    };
+    for label in ["before compaction", "after compaction"] {
+        if label == "after compaction" {
+            let rev = client
+                .get("x", None)
+                .await
+                .unwrap()
+                .header()
+                .map_or(0, |h| h.revision());
+            client.compact(rev, None).await.unwrap();
+        }
+        let (mut fresh, mut worn, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+        for r in 0..5 {
+            let (f, w) = if r % 2 == 0 {
+                let f = rate(secs(), 1, one("fresh")).await;
+                (f, rate(secs(), 1, one("worn")).await)
+            } else {
+                let w = rate(secs(), 1, one("worn")).await;
+                (rate(secs(), 1, one("fresh")).await, w)
+            };
+            fresh.push(f);
+            worn.push(w);
+            ratio.push(f / w);
+        }
+        println!(
+            "etcd queue after {n} acquisitions, {label:<17}  1 task(s)  fresh key {:>6.0}/s  worn key {:>6.0}/s  worn time / fresh {:.2}x",
+            median(fresh),
+            median(worn),
+            median(ratio)
+        );
+    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -441,6 +531,12 @@ enum RedisLock {
     FencedLock,
     Rslock,
     Raw,
+    /// fenced-lock's acquire and release scripts sent by hand (uncontended only):
+    /// fenced-lock's time over this is the crate's own cost.
+    SameLua,
+    /// `SET NX PX` inside a script + the same release (uncontended only): this over
+    /// raw is what calling a script costs; `SameLua` over this is the token's work.
+    SetNxInLua,
 }
 
 #[derive(Clone)]
@@ -449,6 +545,8 @@ struct RedisCtx {
     rslock: rslock::LockManager,
     raw: redis::aio::MultiplexedConnection,
     cad: Arc<redis::Script>,
+    same_acquire: Arc<redis::Script>,
+    setnx_in_lua: Arc<redis::Script>,
     prefix: String,
 }
 
@@ -510,7 +608,69 @@ async fn redis_op(ctx: &RedisCtx, sys: RedisLock, key: &str, contended: bool) {
                 .unwrap();
             assert_eq!(n, 1);
         }
+        RedisLock::SameLua => {
+            assert!(
+                !contended,
+                "by-hand scripts are measured without contention"
+            );
+            let tag = fenced_lock_tag(key);
+            let (k, ctr) = (
+                format!("{}lua:lock:{tag}", ctx.prefix),
+                format!("{}lua:fence:{tag}", ctx.prefix),
+            );
+            let mut conn = ctx.raw.clone();
+            let owner = format!("{:032x}", rand::random::<u128>());
+            let t: String = ctx
+                .same_acquire
+                .key(&k)
+                .key(&ctr)
+                .arg(&owner)
+                .arg(TTL.as_millis() as u64)
+                .invoke_async(&mut conn)
+                .await
+                .unwrap();
+            let n: i64 = ctx
+                .cad
+                .key(&k)
+                .arg(format!("{owner}:{t}"))
+                .invoke_async(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!(n, 1);
+        }
+        RedisLock::SetNxInLua => {
+            assert!(
+                !contended,
+                "by-hand scripts are measured without contention"
+            );
+            let k = format!("{}luasetnx:{key}", ctx.prefix);
+            let mut conn = ctx.raw.clone();
+            let owner = format!("{:032x}", rand::random::<u128>());
+            let ok: i64 = ctx
+                .setnx_in_lua
+                .key(&k)
+                .arg(&owner)
+                .arg(TTL.as_millis() as u64)
+                .invoke_async(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!(ok, 1, "SET NX in Lua failed on a free key");
+            let n: i64 = ctx
+                .cad
+                .key(&k)
+                .arg(&owner)
+                .invoke_async(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!(n, 1);
+        }
     }
+}
+
+/// The hash tag fenced-lock puts around a key (so the by-hand scripts send keys of
+/// the same shape).
+fn fenced_lock_tag(key: &str) -> String {
+    format!("{{{key}}}")
 }
 
 /// Runs `sys` in `tasks` tasks for `dur`; returns ops/s and each task's count.
@@ -577,30 +737,36 @@ async fn bench_redis_vs_rslock(workers: usize) {
         fenced,
         rslock: rslock::LockManager::new(vec![redis_url()]),
         raw,
-        cad: Arc::new(redis::Script::new(
-            "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-        )),
+        cad: Arc::new(redis::Script::new(CAD)),
+        same_acquire: Arc::new(redis::Script::new(SAME_ACQUIRE)),
+        setnx_in_lua: Arc::new(redis::Script::new(SETNX_IN_LUA)),
         prefix: prefix.clone(),
     };
-    let systems = [RedisLock::FencedLock, RedisLock::Rslock, RedisLock::Raw];
     println!(
         "redis vs rslock vs raw SET NX PX + Lua CAD on {}: {rounds} rounds x {:?}, order rotated per round, medians",
         redis_url(),
         secs()
     );
     for (contended, tasks) in [(false, 1), (false, workers), (true, workers)] {
+        // Without contention two more systems split fenced-lock's time into the
+        // crate, the token's work in the script, and calling a script at all.
+        let mut systems = vec![RedisLock::FencedLock, RedisLock::Rslock, RedisLock::Raw];
+        if !contended {
+            systems.extend([RedisLock::SameLua, RedisLock::SetNxInLua]);
+        }
+        let n = systems.len();
         for &sys in &systems {
             redis_round(&ctx, sys, tasks, contended, Duration::from_millis(300)).await;
         }
-        let mut rate: Vec<Vec<f64>> = vec![Vec::new(); 3];
-        // fenced-lock's time per op over the other's: rslock ops / fenced ops.
-        let (mut vs_rslock, mut vs_raw) = (Vec::new(), Vec::new());
-        let mut fairness: Vec<Vec<f64>> = vec![Vec::new(); 3];
-        let mut last_counts: Vec<Vec<u64>> = vec![Vec::new(); 3];
+        let mut rate: Vec<Vec<f64>> = vec![Vec::new(); n];
+        // Per round, each system's ops/s over fenced-lock's = fenced-lock's time over its.
+        let mut vs_fenced: Vec<Vec<f64>> = vec![Vec::new(); n];
+        let mut fairness: Vec<Vec<f64>> = vec![Vec::new(); n];
+        let mut last_counts: Vec<Vec<u64>> = vec![Vec::new(); n];
         for r in 0..rounds {
-            let mut this = [0.0; 3];
-            for i in 0..3 {
-                let idx = (i + r) % 3;
+            let mut this = vec![0.0; n];
+            for i in 0..n {
+                let idx = (i + r) % n;
                 let (ops, counts) = redis_round(&ctx, systems[idx], tasks, contended, secs()).await;
                 let (lo, hi) = (counts.iter().min().copied(), counts.iter().max().copied());
                 fairness[idx].push(lo.unwrap_or(0) as f64 / hi.unwrap_or(1).max(1) as f64);
@@ -608,24 +774,45 @@ async fn bench_redis_vs_rslock(workers: usize) {
                 last_counts[idx] = counts;
                 this[idx] = ops;
             }
-            vs_rslock.push(this[1] / this[0]);
-            vs_raw.push(this[2] / this[0]);
+            for i in 0..n {
+                vs_fenced[i].push(this[i] / this[0]);
+            }
         }
         let case = if contended {
             "one shared key"
         } else {
             "key per task"
         };
+        let med = |v: &Vec<f64>| median(v.clone());
         println!(
             "redis vs rslock {case:<14} {tasks:>2} task(s)  fenced-lock {:>7.0}/s  rslock {:>7.0}/s  raw {:>7.0}/s  fenced-lock time / rslock {:.2}x  / raw {:.2}x",
-            median(rate[0].clone()),
-            median(rate[1].clone()),
-            median(rate[2].clone()),
-            median(vs_rslock),
-            median(vs_raw),
+            med(&rate[0]),
+            med(&rate[1]),
+            med(&rate[2]),
+            med(&vs_fenced[1]),
+            med(&vs_fenced[2]),
         );
+        if !contended {
+            // Medians of per-round ratios: raw over SET NX in Lua, that over the same
+            // scripts by hand, those over fenced-lock.
+            let ratio = |a: usize, b: usize| {
+                median(
+                    (0..rounds)
+                        .map(|r| vs_fenced[a][r] / vs_fenced[b][r])
+                        .collect(),
+                )
+            };
+            println!(
+                "  where fenced-lock's time goes: same scripts by hand {:>7.0}/s  SET NX in Lua {:>7.0}/s  crate {:.2}x  token's script work {:.2}x  calling a script {:.2}x",
+                med(&rate[3]),
+                med(&rate[4]),
+                med(&vs_fenced[3]),
+                ratio(4, 3),
+                ratio(2, 4),
+            );
+        }
         if contended {
-            for i in 0..3 {
+            for i in 0..n {
                 println!(
                     "  fairness {:<10} per-task acquisitions (last round) {:?}  min/max median {:.2}",
                     format!("{:?}", systems[i]),
