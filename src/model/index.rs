@@ -808,6 +808,15 @@ impl CrateView {
         self.own.clone()
     }
 
+    /// The text of a file named relative to the crate's root (sqlx's `query_file!`), when it is
+    /// a regular file of reasonable size.
+    pub fn crate_file(&self, rel: &str) -> Option<String> {
+        if self.own.root.as_os_str().is_empty() {
+            return None;
+        }
+        super::lua::read_include(&self.own.root.join("Cargo.toml"), rel)
+    }
+
     /// The crate's own `mycrate::x` (in its tests and examples) is `crate::x`.
     fn own_path(&self, path: String) -> String {
         if let Some(name) = &self.own_name

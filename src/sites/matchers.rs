@@ -234,7 +234,15 @@ pub(super) fn match_site<'a>(
         }
         Expr::Macro(m) => {
             let name = m.mac.path.segments.last()?.ident.to_string();
-            if !w.cx.packs.sql_calls.contains_key(&name) {
+            // sqlx's `query_file!("queries/x.sql", ..)` (and `query_file_as!`, `_scalar!`,
+            // `_unchecked!`) run the text of a file named relative to the crate's manifest.
+            let from_file = name.starts_with("query_file");
+            if !w
+                .cx
+                .packs
+                .sql_calls
+                .contains_key(if from_file { "query" } else { &name })
+            {
                 return None;
             }
             let args = m
@@ -244,8 +252,18 @@ pub(super) fn match_site<'a>(
                 )
                 .ok()?;
             // The SQL text is the first argument that is one (`query_as!(Row, "SELECT …", k)`).
-            let (sql, text) = args.iter().find_map(|a| Some((a, eval::eval_str(a, w)?)))?;
-            let span = if matches!(sql, Expr::Lit(_)) {
+            let (sql, text) = if from_file {
+                args.iter().find_map(|a| match a {
+                    Expr::Lit(syn::ExprLit {
+                        lit: syn::Lit::Str(rel),
+                        ..
+                    }) => Some((a, w.cx.index.crate_file(&rel.value())?)),
+                    _ => None,
+                })?
+            } else {
+                args.iter().find_map(|a| Some((a, eval::eval_str(a, w)?)))?
+            };
+            let span = if matches!(sql, Expr::Lit(_)) && !from_file {
                 Span::of(sql)
             } else {
                 Span::of(&m.mac.path)
@@ -1653,9 +1671,12 @@ fn sql_match<'a>(
         def.kind
     };
     let try_kind = kind == CallKind::TryAcquire;
+    // `… WHERE pg_try_advisory_lock(id)` (an upsert that only updates what it could lock): the
+    // answer is which rows the statement touched, not a boolean in the reply.
+    let answers_in_rows = try_kind && in_where_clause(text, &def.function);
     Some(Matched {
         fencing,
-        returns: if try_kind {
+        returns: if try_kind && !answers_in_rows {
             Returns::ResultBool
         } else {
             Returns::Result
@@ -1666,6 +1687,18 @@ fn sql_match<'a>(
         sql: true,
         ..Matched::plain(pi, def.function.clone(), kind, span)
     })
+}
+
+/// Is the first call of `function` in SQL text inside a `WHERE` clause (a `WHERE` keyword comes
+/// before it)? Case-insensitive, whole words.
+fn in_where_clause(text: &str, function: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    let Some(at) = lower.find(&function.to_ascii_lowercase()) else {
+        return false;
+    };
+    lower[..at]
+        .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .any(|w| w == "where")
 }
 
 /// The top-level arguments of the first call of `function` in SQL text (`GET_LOCK(?, -1)`:
