@@ -958,6 +958,16 @@ fn crate_key<'a>(
     rules.sort_unstable();
     key.part(rules.join(",").as_bytes())
         .part(&[u8::from(settings.prefilter)]);
+    // The manifests decide the crate graph, the names crates see each other by and which crate
+    // is a library the packs describe: a rename or a new path dependency changes the results.
+    let mut crates: Vec<&Path> = members.iter().map(|&i| &*jobs[i].crate_root).collect();
+    crates.sort_unstable();
+    crates.dedup();
+    for c in crates {
+        let manifest = crate::read::bytes(&c.join("Cargo.toml"), crate::read::Kind::Manifest);
+        key.part(c.to_string_lossy().as_bytes())
+            .part(manifest.as_deref().unwrap_or_default());
+    }
     for (&i, content) in members.iter().zip(contents) {
         let job = &jobs[i];
         key.part(job.file.display.as_bytes());

@@ -282,8 +282,12 @@ fn a_library_is_analysed_as_itself() {
         .position(|l| l.contains(".create(prefix, data, &CreateMode::EphemeralSequential"))
         .expect("the recipe's create")
         + 1;
+    // Through one cache: the manifest decides which crate is the library, so it is in the key.
+    let cache = tempfile::tempdir().expect("tempdir");
     let creates = |root: &Path| -> Vec<(usize, bool)> {
-        let outcome = engine::check(&settings(vec![root.to_path_buf()])).expect("runs");
+        let mut s = settings(vec![root.to_path_buf()]);
+        s.cache_dir = Some(cache.path().to_path_buf());
+        let outcome = engine::check(&s).expect("runs");
         outcome
             .report
             .sites
@@ -303,6 +307,12 @@ fn a_library_is_analysed_as_itself() {
         std::fs::copy(dir.join(rel), to).unwrap();
     }
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    std::fs::write(fork.path().join("Cargo.toml"), &manifest).unwrap();
+    assert_eq!(
+        creates(fork.path()),
+        vec![(line, true)],
+        "the same crate elsewhere"
+    );
     let renamed = manifest.replace("name = \"zookeeper-client\"", "name = \"zk-fork\"");
     assert_ne!(manifest, renamed);
     std::fs::write(fork.path().join("Cargo.toml"), renamed).unwrap();
