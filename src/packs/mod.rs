@@ -423,8 +423,10 @@ impl CallDef {
             lease_arg: None,
             server_lease_s: None,
             lease_id_arg: None,
-            options_arg: None,
-            when: Vec::new(),
+            // `match call { Call::Lock => … }`: a call site is one when its argument names
+            // the variant, as an options argument names `NX`.
+            options_arg: w.when_arg.as_ref().map(|(i, _)| *i),
+            when: w.when_arg.iter().map(|(_, v)| v.clone()).collect(),
             when_calls: Vec::new(),
             when_methods: Vec::new(),
             chain_until: Vec::new(),

@@ -179,6 +179,10 @@ pub struct WrapperCandidate {
     /// method or function and the parameter (receiver not counted). Call sites are judged by the
     /// object they pass, as the primitive's are.
     pub forwards: Option<(String, usize)>,
+    /// The primitive runs only in the arm of a `match` on parameter #i (receiver not counted)
+    /// that names this variant (`match call { Call::Lock => node.acquire(&lock), Call::Extend =>
+    /// node.extend(&lock) }`): a call site is one only when its argument names it.
+    pub when_arg: Option<(usize, String)>,
 }
 
 impl WrapperCandidate {

@@ -97,6 +97,11 @@ impl FnFlow {
         (self.has_receiver && roots.contains("self")).then_some(Held::Receiver)
     }
 
+    /// Which parameter (receiver not counted) `name` is.
+    pub(super) fn param_index(&self, name: &str) -> Option<usize> {
+        self.params.iter().position(|p| p == name)
+    }
+
     /// Is the acquisition at `at` written straight into a field of `self`?
     fn stored_at(&self, at: Pos) -> bool {
         self.has_receiver && self.stored_spans.iter().any(|&(s, e)| s <= at && at <= e)
@@ -375,9 +380,14 @@ pub(super) fn works_after(body: &syn::Block, from: Pos, lock: &HashSet<String>) 
             }
             match e {
                 Expr::Call(c) => {
+                    // A tuple variant or struct (`MyError::Locked(key)`) is built, not run.
                     if let Expr::Path(p) = &*c.func
                         && let Some(last) = p.path.segments.last()
                         && !PLUMBING_FNS.contains(&last.ident.to_string().as_str())
+                        && !last
+                            .ident
+                            .to_string()
+                            .starts_with(|c: char| c.is_ascii_uppercase())
                         && self.after(Span::of(&last.ident))
                     {
                         self.found = true;

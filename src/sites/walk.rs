@@ -219,6 +219,8 @@ fn analyze_fn<'a>(
         in_return: 0,
         returned: HashSet::new(),
         returned_sites: Vec::new(),
+        arms: Vec::new(),
+        site_arms: HashMap::new(),
         callables: HashSet::new(),
         params: HashSet::new(),
         canonical,
@@ -327,6 +329,7 @@ fn analyze_fn<'a>(
             sql_arg,
             pipeline: None,
             forwards,
+            when_arg: None,
         });
     }
 }
@@ -399,6 +402,11 @@ pub(super) struct Walker<'a, 'c> {
     returned: HashSet<String>,
     /// Sites whose value is returned directly.
     returned_sites: Vec<usize>,
+    /// The `match` arms being walked whose scrutinee is a plain name: (name, the variant the
+    /// arm's pattern names), innermost last.
+    arms: Vec<(String, String)>,
+    /// Per site: the innermost such arm it was found in.
+    site_arms: HashMap<usize, (String, String)>,
     /// Parameters that are closures or futures.
     callables: HashSet<String>,
     /// Every parameter name.
@@ -684,6 +692,9 @@ impl<'a, 'c> Walker<'a, 'c> {
             self.note_owner(c);
         }
         let expire_after = command.as_ref().and_then(|c| self.expire_after(c, &u));
+        if let Some(arm) = self.arms.last() {
+            self.site_arms.insert(self.out.sites.len(), arm.clone());
+        }
         self.holdings.push((self.out.sites.len(), holding));
         self.out.sites.push(Site {
             pack: m.pack,
@@ -710,6 +721,13 @@ impl<'a, 'c> Walker<'a, 'c> {
             command,
             expire_after,
         });
+    }
+
+    /// The parameter and variant a site's `match` arm selects on, when the scrutinee is a
+    /// parameter (see `WrapperCandidate::when_arg`).
+    fn arm_condition(&self, flow: Option<&FnFlow>, idx: usize) -> Option<(usize, String)> {
+        let (name, variant) = self.site_arms.get(&idx)?;
+        Some((flow?.param_index(name)?, variant.clone()))
     }
 
     /// How the acquired lock is held: the names it is bound to and where that binding ends.
@@ -841,8 +859,16 @@ impl<'a, 'c> Walker<'a, 'c> {
             let site = &self.out.sites[idx];
             let r = region::compute_with(site.span, &h, &facts, site.pack, site.sql);
             // A wrapper: hands the lock back, or runs the caller's closure while holding it.
+            // A lock known by its key is handed back with the value that names it (a Redlock
+            // quorum loop's `return Ok(lock)` after `instance.acquire(&lock)` on each node).
+            let key_returned = !h.handle
+                && self
+                    .key_names
+                    .get(&region::start_of(site.span))
+                    .is_some_and(|k| k.iter().any(|n| n != "self" && self.returned.contains(n)));
             let returned = self.returned_sites.contains(&idx)
-                || h.names.iter().any(|n| self.returned.contains(n));
+                || h.names.iter().any(|n| self.returned.contains(n))
+                || key_returned;
             let scoped = callbacks
                 .get(callbacks.partition_point(|&p| p <= r.start))
                 .is_some_and(|&p| p <= r.end);
@@ -909,6 +935,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     sql_arg: None,
                     pipeline,
                     forwards: None,
+                    when_arg: self.arm_condition(flow.as_ref(), idx),
                 });
             } else if let Some(flow) = &flow
                 && !self
@@ -952,6 +979,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     sql_arg: None,
                     pipeline,
                     forwards: None,
+                    when_arg: self.arm_condition(Some(flow), idx),
                 });
             }
         }
@@ -997,6 +1025,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 sql_arg: None,
                 pipeline: None,
                 forwards: None,
+                when_arg: None,
             });
         }
         let has_lock_work = self.out.sites.len() > self.first_site || !self.events.is_empty();
@@ -1272,8 +1301,9 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                 // The iterated expression runs before the loop: mark the body.
                 self.marker(MarkerKind::Loop, Span::of_block(&f.body));
                 self.visit_expr(&f.expr);
+                let elem = self.element_type(&f.expr);
                 self.scopes.push(HashMap::new());
-                self.bind(&f.pat, None, None);
+                self.bind(&f.pat, None, elem);
                 self.loops.push(Span::of(e));
                 self.visit_block(&f.body);
                 self.loops.pop();
@@ -1290,14 +1320,25 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                 self.visit_expr(&m.expr);
                 let ty = self.type_of(&m.expr);
                 self.guards = self.guards.push(idents_in(&m.expr).into_iter().collect());
+                let scrutinee = match super::summary::peel_key(&m.expr) {
+                    Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
+                    _ => None,
+                };
                 for arm in &m.arms {
                     self.scopes.push(HashMap::new());
                     self.bind(&arm.pat, None, ty.clone());
                     if let Some((_, g)) = &arm.guard {
                         self.visit_expr(g);
                     }
+                    let variant = scrutinee.clone().zip(variant_of(&arm.pat));
+                    if let Some(v) = &variant {
+                        self.arms.push(v.clone());
+                    }
                     self.set_use(&arm.body, Use::Escape);
                     self.visit_expr(&arm.body);
+                    if variant.is_some() {
+                        self.arms.pop();
+                    }
                     self.scopes.pop();
                 }
                 self.guards = self.guards.pop();
@@ -1787,4 +1828,17 @@ fn pattern_idents(p: &Pat, out: &mut Vec<String>) {
         }
     }
     Names(out).visit_pat(p);
+}
+
+/// The variant an arm's pattern names (`Call::Lock`, `Mode::Try(_)`, `Op::Put { .. }`): its
+/// last segment, when it is written as a path.
+fn variant_of(pat: &Pat) -> Option<String> {
+    let path = match pat {
+        Pat::Path(p) => &p.path,
+        Pat::TupleStruct(t) => &t.path,
+        Pat::Struct(s) => &s.path,
+        Pat::Reference(r) => return variant_of(&r.pat),
+        _ => return None,
+    };
+    (path.segments.len() > 1).then(|| path.segments.last().map(|s| s.ident.to_string()))?
 }

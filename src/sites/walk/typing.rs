@@ -44,6 +44,29 @@ impl<'a, 'c> Walker<'a, 'c> {
         Some(self.unalias(self.cx.index.normalize(&ty)))
     }
 
+    /// What a `for` loop over `e` binds: the element of a sequence or set (`for node in
+    /// &self.cluster`, `cluster: Vec<I>` with `I: Instance`), also through `.iter()`.
+    pub(super) fn element_type(&self, e: &Expr) -> Option<Ty> {
+        let mut e = e;
+        while let Expr::MethodCall(m) = e
+            && m.args.is_empty()
+            && matches!(
+                m.method.to_string().as_str(),
+                "iter" | "iter_mut" | "into_iter"
+            )
+        {
+            e = &m.receiver;
+        }
+        let t = self.type_of(e)?;
+        let t = t.peeled();
+        matches!(
+            t.last_segment(),
+            "Vec" | "VecDeque" | "HashSet" | "BTreeSet" | "IndexSet" | "SmallVec" | "LinkedList"
+        )
+        .then(|| t.args.first().cloned())
+        .flatten()
+    }
+
     /// A type as its library names it (`deadpool_redis::redis::Client` is `redis::Client`).
     pub(super) fn unalias(&self, mut ty: Ty) -> Ty {
         ty.path = self.cx.packs.unalias(std::mem::take(&mut ty.path));
