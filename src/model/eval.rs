@@ -136,7 +136,7 @@ fn eval_depth(expr: &Expr, env: &dyn Lookup, depth: usize) -> Option<Value> {
                 }
                 (
                     "into" | "clone" | "to_owned" | "to_string" | "try_into" | "unwrap" | "expect"
-                    | "as_str" | "as_bytes",
+                    | "as_str" | "as_bytes" | "into_sql_str",
                     Some(v),
                 ) => Some(v),
                 ("saturating_mul" | "checked_mul" | "wrapping_mul", Some(v)) => binary(
