@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use crate::blank;
 use crate::cache::{self, Cache};
 use crate::classify::{Classified, classify};
 use crate::config::{Config, Configs};
@@ -58,6 +59,12 @@ struct Indexed {
     constants: HashSet<String>,
     /// For a file parsed in pieces: what the pieces need of each other.
     pieces: Option<PieceCx>,
+    /// The insides of its item-level function bodies, which the analysis blanks where they can
+    /// hold nothing (see `blank`).
+    bodies: Vec<std::ops::Range<usize>>,
+    /// Found on the whole tree, for a file small enough to be parsed whole (its bodies are
+    /// blanked only then).
+    field_inits: Option<sites::FieldInits>,
 }
 
 pub struct Outcome {
@@ -291,6 +298,21 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         largest_first(&mut todo, |&i| {
             indexed_at(&state, i).map_or(0, |ix| ix.source.text.len())
         });
+        // Per pack set: the words a function body must hold to be parsed for the analysis.
+        // A name a `use … as` gives a pack's function or a wrapper, anywhere, counts too.
+        let (renames, type_aliases) = blank::aliases(indexes.iter().flatten());
+        let mut keeps: HashMap<usize, blank::Keep> = HashMap::new();
+        for &i in &todo {
+            let packs = packs_for(&jobs[i]);
+            keeps
+                .entry(Arc::as_ptr(&packs) as usize)
+                .or_insert_with(|| {
+                    let mut words = blank::call_words(&packs);
+                    words.single.extend(renames.iter().cloned());
+                    words.stand_ins.extend(type_aliases.iter().cloned());
+                    blank::Keep::new(&words)
+                });
+        }
         let mut results: Vec<(usize, FileOutput)> = pool.install(|| {
             todo.par_iter()
                 .with_max_len(1)
@@ -298,7 +320,9 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
                     let ix = indexed_at(&state, i)?;
                     let job = &jobs[i];
                     let index = views.get(&job.crate_root).unwrap_or(&empty);
-                    Some((i, analyze_one(ix, job, index, &packs_for(job), settings)))
+                    let packs = packs_for(job);
+                    let keep = &keeps[&(Arc::as_ptr(&packs) as usize)];
+                    Some((i, analyze_one(ix, job, index, &packs, keep, settings)))
                 })
                 .collect()
         });
@@ -1287,9 +1311,24 @@ fn index_one(job: &Job, text: String, prefilter: bool) -> Result<(Indexed, FileI
     }
     let mut pieces = None;
     // A piece's `include_str!`s and Lua libraries are read next to the file.
+    // A file parsed whole has its bodies blanked for the analysis (see `blank`): what the walk
+    // reads across its functions is found here, on the whole tree.
+    let whole = text.len() < piece_bytes();
+    // `read_includes` finds only `include_str!`s and Lua texts that register functions: a file
+    // that writes neither (nor an escape that could spell one) is spared a walk that parses
+    // every macro's arguments.
+    let may_include = ["include_str", "register_function", "\\x", "\\u{", "\\\n"]
+        .iter()
+        .any(|w| text.contains(w));
+    let mut field_inits = None;
     let build = |ast: &syn::File, imports: &Imports, names: Option<&HashSet<String>>| {
         let mut index = FileIndex::build_piece(ast, imports, names);
-        index.read_includes(ast, &job.file.abs);
+        if may_include {
+            index.read_includes(ast, &job.file.abs);
+        }
+        if whole {
+            field_inits = Some(sites::FieldInits::of(ast));
+        }
         index
     };
     let result = match parsed(&text, &module, None, build) {
@@ -1319,6 +1358,7 @@ fn index_one(job: &Job, text: String, prefilter: bool) -> Result<(Indexed, FileI
     } else {
         HashSet::new()
     };
+    let bodies = blank::fn_bodies(&text);
     let source = SourceFile::new(job.file.abs.clone(), job.file.display.clone(), text);
     Ok((
         Indexed {
@@ -1326,6 +1366,8 @@ fn index_one(job: &Job, text: String, prefilter: bool) -> Result<(Indexed, FileI
             module,
             constants,
             pieces,
+            bodies,
+            field_inits,
         },
         fi,
     ))
@@ -1348,17 +1390,24 @@ fn analyze_one(
     job: &Job,
     index: &CrateView,
     packs: &PackSet,
+    keep: &blank::Keep,
     settings: &CheckSettings,
 ) -> FileOutput {
     let src = &ix.source;
     let config = &job.config;
     let directives = Directives::scan(src, &|r| lints::by_id(r).is_some());
     let long_call = |name: &str| config.rules.long_calls.is_match(name);
+    // Bodies that call nothing the packs know are parsed as empty blocks: same positions, no
+    // sites lost (see `blank`).
+    let blanked = ix
+        .field_inits
+        .as_ref()
+        .and_then(|_| blank::blank(&src.text, &ix.bodies, |b| keep.any_in(b)));
     let analysed = parsed(
-        &src.text,
+        blanked.as_deref().unwrap_or(&src.text),
         &ix.module,
         ix.pieces.as_ref(),
-        |ast, imports, _| {
+        |ast, imports, names| {
             let tests = sites::test_code::TestCode::of(ast, &job.crate_root, &job.file.abs);
             let cx = FileCx {
                 source: src,
@@ -1367,7 +1416,11 @@ fn analyze_one(
                 packs,
                 long_call: &long_call,
             };
-            (sites::analyze_file(ast, &cx), tests)
+            let facts = match (&ix.field_inits, names) {
+                (Some(inits), None) => sites::analyze_file_with(ast, &cx, inits.clone()),
+                _ => sites::analyze_file(ast, &cx),
+            };
+            (facts, tests)
         },
     );
     let (classified, events, clocks, wrappers, tests) = match analysed {
