@@ -1,15 +1,18 @@
-//! Function bodies blanked out of a text before it is parsed, where nothing in them can matter.
+//! Items blanked out of a text before the analysis parses it, where nothing in them can matter.
 //!
-//! Parsing is most of what the analysis costs, and most of a file's text is in function bodies
-//! that call nothing a pack or a wrapper knows: such a body yields no site, event, clock or
-//! wrapper (every one of those starts at a call whose method, function or macro name a pack
-//! lists, see [`call_words`]). The analysis parses the file with those bodies' insides replaced
-//! by whitespace of the same width, so that every other token keeps its line, column and byte
-//! offset, and the walker finds an empty block where it would have found nothing.
+//! Parsing is most of what the analysis costs, and most of a file is items that cannot give it
+//! anything: structs, constants, macros (the index pass has read them, and the walk looks only at
+//! functions, `impl`, `trait` and `mod` blocks and the `use` items), and functions whose bodies call
+//! nothing a pack or a wrapper knows. Such a body yields no site, event, clock or wrapper: every
+//! one of those starts at a call whose method, function or macro name a pack lists (see
+//! [`call_words`]). The analysis parses the file with those items replaced by whitespace of the
+//! same width, so that every other token keeps its line, column and byte offset; what the walk
+//! reads across the file (struct field initialisers, test regions) is found beforehand, on the
+//! whole tree of the index pass. Should the blanked text not parse, the whole text is parsed.
 //!
-//! The scan only looks at item-level functions (in the file, in `mod`, `impl` and `trait` blocks)
-//! and errs towards keeping: a brace it cannot place (in a macro, a constant, a generic argument)
-//! is left alone with everything inside it.
+//! The scan knows items only as far as their brackets show them, and errs towards keeping: a
+//! brace it cannot place (in a macro, a constant, a generic argument) is left alone with
+//! everything inside it.
 
 use std::ops::Range;
 
@@ -18,94 +21,231 @@ use aho_corasick::AhoCorasick;
 use crate::lex;
 use crate::packs::PackSet;
 
-/// The insides (between the braces) of the item-level function bodies of `text`, in order.
-pub fn fn_bodies(text: &str) -> Vec<Range<usize>> {
-    let b = text.as_bytes();
+/// One item of a file or of a `mod`, `impl` or `trait` block, by byte ranges (attributes and
+/// doc comments included).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Part {
+    /// A function with a body; `body` is the inside of its braces.
+    Fn {
+        item: Range<usize>,
+        body: Range<usize>,
+    },
+    /// `mod`, `impl` or `trait` with a block: the braces at `open` and `close`.
+    Block {
+        item: Range<usize>,
+        open: usize,
+        close: usize,
+        is_mod: bool,
+        parts: Vec<Part>,
+    },
+    /// What the analysis always needs: `use`, `extern crate`, `mod name;`.
+    Keep(Range<usize>),
+    /// Anything else: what the walk never looks at.
+    Other(Range<usize>),
+}
+
+/// The items of `text`, as far as the scan can tell them apart.
+pub fn layout(text: &str) -> Vec<Part> {
     let regions = lex::regions(text);
-    let mut next_region = 0;
-    let mut out = Vec::new();
-    // Per open container (the file, `mod`/`impl`/`trait` blocks): what the current item's header
-    // has shown so far.
-    let mut header = Header::default();
-    let mut i = 0;
-    // The last byte of code before `i` that is not whitespace.
-    let mut prev: u8 = 0;
-    while i < b.len() {
-        if let Some(r) = regions.get(next_region)
-            && r.range.start <= i
-        {
-            i = r.range.end.max(i + 1);
-            next_region += 1;
-            if matches!(r.kind, lex::Kind::Literal) {
-                header.pending_fn = false;
-                prev = b'"';
-            }
-            continue;
-        }
-        let c = b[i];
-        if c.is_ascii_alphabetic() || c == b'_' || c >= 0x80 {
-            let start = i;
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80) {
-                i += 1;
-            }
-            let word = &b[start..i];
-            if header.pending_fn {
-                header.is_fn = true;
-                header.pending_fn = false;
-            }
-            match word {
-                b"fn" => header.pending_fn = true,
-                b"mod" | b"impl" | b"trait" => header.container = true,
-                b"const" | b"static" | b"type" | b"let" => header.value = true,
-                _ => {}
-            }
-            prev = b'a';
-            continue;
-        }
-        if c.is_ascii_whitespace() {
-            i += 1;
-            continue;
-        }
-        header.pending_fn = false;
-        match c {
-            b'(' | b'[' => {
-                i = matching(b, &regions, &mut next_region, i);
-                prev = b')';
+    let mut sc = Scan {
+        b: text.as_bytes(),
+        regions: &regions,
+        next: 0,
+    };
+    sc.items(0, true).0
+}
+
+struct Scan<'t> {
+    b: &'t [u8],
+    regions: &'t [lex::Region],
+    /// The first region not yet passed.
+    next: usize,
+}
+
+impl Scan<'_> {
+    /// The items from `i` to the `}` that closes their block (or the end): the items, and the
+    /// offset of that `}`.
+    fn items(&mut self, mut i: usize, top: bool) -> (Vec<Part>, usize) {
+        let b = self.b;
+        let mut out = Vec::new();
+        let mut header = Header::default();
+        let mut start: Option<usize> = None;
+        // The last byte of code before `i` that is not whitespace.
+        let mut prev: u8 = 0;
+        while i < b.len() {
+            if let Some(r) = self.regions.get(self.next)
+                && r.range.start <= i
+            {
+                let (rs, re) = (r.range.start, r.range.end.max(i + 1));
+                match r.kind {
+                    lex::Kind::Literal => {
+                        start.get_or_insert(rs);
+                        header.pending_fn = false;
+                        prev = b'"';
+                    }
+                    lex::Kind::Comment(lex::CommentStyle::OuterDoc) => {
+                        start.get_or_insert(rs);
+                    }
+                    lex::Kind::Comment(_) => {}
+                }
+                i = re;
+                self.next += 1;
                 continue;
             }
-            b'!' if prev == b'a' => header.macro_call = true,
-            b';' => header = Header::default(),
-            // The end of a container.
-            b'}' => header = Header::default(),
-            b'{' => {
-                if header.container && !header.value && !header.macro_call && !header.is_fn {
-                    header = Header::default();
+            let c = b[i];
+            if c.is_ascii_whitespace() {
+                i += 1;
+                continue;
+            }
+            let at = i;
+            start.get_or_insert(at);
+            if c.is_ascii_alphabetic() || c == b'_' || c >= 0x80 {
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80)
+                {
                     i += 1;
-                    prev = b'{';
+                }
+                let word = &b[at..i];
+                if header.pending_fn {
+                    header.is_fn = true;
+                    header.pending_fn = false;
+                }
+                match word {
+                    b"fn" => header.pending_fn = true,
+                    b"mod" => {
+                        header.container = true;
+                        header.is_mod = true;
+                    }
+                    b"impl" | b"trait" => header.container = true,
+                    b"const" | b"static" | b"type" | b"let" => header.value = true,
+                    b"use" => header.keep = true,
+                    b"crate" if header.last_extern => header.keep = true,
+                    _ => {}
+                }
+                header.last_extern = word == b"extern";
+                prev = b'a';
+                continue;
+            }
+            header.pending_fn = false;
+            header.last_extern = false;
+            match c {
+                b'(' | b'[' => {
+                    i = self.matching(i);
+                    prev = b')';
                     continue;
                 }
-                let end = matching(b, &regions, &mut next_region, i);
-                if header.is_fn && !header.macro_call && !matches!(prev, b'<' | b',') {
+                b'!' if prev == b'a' => header.macro_call = true,
+                b';' => {
+                    let item = start.take().unwrap_or(at)..i + 1;
+                    let keep =
+                        header.keep || (header.is_mod && !header.value && !header.macro_call);
+                    out.push(if keep {
+                        Part::Keep(item)
+                    } else {
+                        Part::Other(item)
+                    });
+                    header = Header::default();
+                }
+                b'}' if !top => {
+                    // An item the scan could not end is kept whole.
+                    if let Some(s) = start.filter(|&s| s < at) {
+                        out.push(Part::Keep(s..at));
+                    }
+                    return (out, at);
+                }
+                b'{' => {
+                    let item_start = start.unwrap_or(at);
+                    if header.container && !header.value && !header.macro_call && !header.is_fn {
+                        let (parts, close) = self.items(i + 1, false);
+                        let end = (close + 1).min(b.len());
+                        out.push(Part::Block {
+                            item: item_start..end,
+                            open: at,
+                            close,
+                            is_mod: header.is_mod,
+                            parts,
+                        });
+                        start = None;
+                        header = Header::default();
+                        i = end;
+                        prev = b'}';
+                        continue;
+                    }
+                    let end = self.matching(i);
+                    let closed = end <= b.len() && b[end - 1] == b'}';
                     // A `{ N }` generic argument is followed by `>` or `,`; a body is not.
                     let after = b[end.min(b.len())..]
                         .iter()
                         .find(|c| !c.is_ascii_whitespace())
                         .copied();
-                    if end <= b.len() && b[end - 1] == b'}' && !matches!(after, Some(b'>' | b',')) {
-                        out.push(i + 1..end - 1);
+                    let body = header.is_fn
+                        && !header.macro_call
+                        && closed
+                        && !matches!(after, Some(b'>' | b','));
+                    if body {
+                        let item = item_start..end;
+                        out.push(if header.keep {
+                            Part::Keep(item)
+                        } else {
+                            Part::Fn {
+                                item,
+                                body: i + 1..end - 1,
+                            }
+                        });
+                        start = None;
+                        header = Header::default();
+                    } else if header.is_fn {
+                        // Braces in a signature (`-> Foo<{ N }>`): the function is kept whole.
+                        header.keep = true;
+                    } else if !matches!(after, Some(b';' | b'>' | b',' | b'.' | b'+' | b'-')) {
+                        // A braced item (`struct S { .. }`, `m! { .. }`) ends at its brace.
+                        out.push(Part::Other(item_start..end));
+                        start = None;
+                        header = Header::default();
                     }
+                    // Otherwise not an item's end (`const X: T = { .. };`): the item goes on.
+                    i = end;
+                    prev = b'}';
+                    continue;
                 }
-                header = Header::default();
-                i = end;
-                prev = b'}';
+                _ => {}
+            }
+            prev = c;
+            i += 1;
+        }
+        if let Some(s) = start {
+            out.push(Part::Keep(s..b.len()));
+        }
+        (out, b.len())
+    }
+
+    /// The offset just past the bracket that closes the one at `open` (the text's end when none
+    /// does), skipping comments and literals.
+    fn matching(&mut self, open: usize) -> usize {
+        let b = self.b;
+        let mut depth = 0usize;
+        let mut i = open;
+        while i < b.len() {
+            if let Some(r) = self.regions.get(self.next)
+                && r.range.start <= i
+            {
+                i = r.range.end.max(i + 1);
+                self.next += 1;
                 continue;
             }
-            _ => {}
+            match b[i] {
+                b'(' | b'[' | b'{' => depth += 1,
+                b')' | b']' | b'}' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        return i + 1;
+                    }
+                }
+                _ => {}
+            }
+            i += 1;
         }
-        prev = c;
-        i += 1;
+        b.len()
     }
-    out
 }
 
 #[derive(Default)]
@@ -115,66 +255,78 @@ struct Header {
     is_fn: bool,
     /// `mod`, `impl` or `trait`.
     container: bool,
+    is_mod: bool,
     /// `const`, `static`, `type`: a value or type whose braces are not items.
     value: bool,
     /// `name!`: a macro's braces hold tokens, not items.
     macro_call: bool,
+    /// `use` or `extern crate`.
+    keep: bool,
+    last_extern: bool,
 }
 
-/// The offset just past the bracket that closes the one at `open` (the text's end when none
-/// does), skipping comments and literals.
-fn matching(b: &[u8], regions: &[lex::Region], next_region: &mut usize, open: usize) -> usize {
-    let mut depth = 0usize;
-    let mut i = open;
-    while i < b.len() {
-        if let Some(r) = regions.get(*next_region)
-            && r.range.start <= i
-        {
-            i = r.range.end.max(i + 1);
-            *next_region += 1;
-            continue;
-        }
-        match b[i] {
-            b'(' | b'[' | b'{' => depth += 1,
-            b')' | b']' | b'}' => {
-                depth -= 1;
-                if depth == 0 {
-                    return i + 1;
+/// The ranges of `text` the analysis needs, given which function bodies `keep` wants.
+fn kept(parts: &[Part], keep: &dyn Fn(&str) -> bool, text: &str, out: &mut Vec<Range<usize>>) {
+    for p in parts {
+        match p {
+            Part::Fn { item, body } => {
+                if keep(&text[body.clone()]) {
+                    out.push(item.clone());
                 }
             }
-            _ => {}
+            Part::Keep(item) => out.push(item.clone()),
+            Part::Other(_) => {}
+            Part::Block {
+                item,
+                open,
+                close,
+                is_mod,
+                parts,
+            } => {
+                let before = out.len();
+                kept(parts, keep, text, out);
+                if *is_mod || out.len() > before {
+                    out.insert(before, item.start..open + 1);
+                    if *close < text.len() {
+                        out.push(*close..close + 1);
+                    }
+                }
+            }
         }
-        i += 1;
     }
-    b.len()
 }
 
-/// `text` with the insides of the `bodies` that `keep` refuses replaced by whitespace of the same
-/// width: every byte outside them keeps its offset, line and column. `None` when nothing is
-/// blanked. A body holding a four-byte character is kept (no whitespace character is four bytes
-/// long, and one of fewer would move the columns after it).
-pub fn blank(text: &str, bodies: &[Range<usize>], keep: impl Fn(&str) -> bool) -> Option<String> {
+/// `text` with everything the analysis does not need (see the module doc) replaced by
+/// whitespace of the same width: every byte kept keeps its offset, line and column. `None` when
+/// nothing is blanked. A stretch holding a four-byte character is kept (no whitespace character
+/// is four bytes long, and one of fewer would move the columns after it).
+pub fn blank(text: &str, parts: &[Part], keep: impl Fn(&str) -> bool) -> Option<String> {
+    let mut ranges = Vec::new();
+    kept(parts, &keep, text, &mut ranges);
     let mut out: Option<Vec<u8>> = None;
-    for r in bodies {
-        let inside = &text[r.clone()];
-        if inside.bytes().all(|c| c.is_ascii_whitespace()) || keep(inside) {
-            continue;
-        }
-        if inside.bytes().any(|c| c >= 0xF0) {
+    let mut at = 0;
+    for gap in ranges
+        .iter()
+        .map(|r| (r.start, r.end))
+        .chain([(text.len(), text.len())])
+    {
+        let (from, to) = (at, gap.0.max(at));
+        at = at.max(gap.1);
+        let inside = &text.as_bytes()[from..to];
+        if inside.iter().all(|c| c.is_ascii_whitespace()) || inside.iter().any(|&c| c >= 0xF0) {
             continue;
         }
         let buf = out.get_or_insert_with(|| text.as_bytes().to_vec());
-        let dst = &mut buf[r.clone()];
-        let src = inside.as_bytes();
+        let dst = &mut buf[from..to];
         let mut k = 0;
-        while k < src.len() {
-            match src[k] {
+        while k < inside.len() {
+            match inside[k] {
                 b'\n' | b'\r' => k += 1,
                 c if c < 0x80 => {
                     dst[k] = b' ';
                     k += 1;
                 }
-                // NEL (U+0085) and LEFT-TO-RIGHT MARK (U+200E): whitespace to Rust's lexer and
+                // LEFT-TO-RIGHT MARK (U+200E) and NEL (U+0085): whitespace to Rust's lexer and
                 // to proc-macro2's, neither a line break, one column each.
                 c if c >= 0xE0 => {
                     dst[k..k + 3].copy_from_slice("\u{200e}".as_bytes());
@@ -372,52 +524,52 @@ impl Keep {
 mod tests {
     use super::*;
 
-    fn bodies(text: &str) -> Vec<&str> {
-        fn_bodies(text).into_iter().map(|r| &text[r]).collect()
+    fn shown(text: &str, keep: &str) -> String {
+        let out = blank(text, &layout(text), |b| b.contains(keep)).unwrap_or(text.to_string());
+        assert_eq!(out.len(), text.len());
+        out.split_whitespace().collect::<Vec<_>>().join(" ")
     }
 
     #[test]
-    fn item_level_bodies_only() {
-        let t = "fn a() { x() }\nimpl S { fn b(&self) -> u8 { 1 } const C: u8 = { 2 }; }\n\
-                 mod m { trait T { fn c() { y() } fn d(); } }\n\
-                 const X: fn() = { fn e() { z() } e };\nm! { fn f() { w() } }\n\
-                 struct P { f: fn(u8) }\nfn g() -> Foo<{ N }> { v() }";
+    fn keeps_what_the_walk_reads() {
+        let t = "use a::b;\nextern crate c;\nmod m;\n/// doc\nfn a() { x() }\nfn b() { lock() }\n\
+                 impl S { fn c(&self) -> u8 { 1 } const C: u8 = { 2 }; fn d() { lock() } }\n\
+                 impl T { fn e() {} }\nmod n { trait U { fn f() { lock() } fn g(); } struct Z; }\n\
+                 const X: fn() = { fn h() { lock() } h };\nm! { fn i() { lock() } }\n\
+                 struct P { f: fn(u8) }\nfn j() -> Foo<{ N }> { v() }\n\
+                 fn k<F>() where F: Send, { lock() }\nimpl V { fn l() }";
         assert_eq!(
-            bodies(t),
-            vec![" x() ", " 1 ", " y() "],
-            "`g`'s generic argument is not taken for its body, and nothing after it is guessed"
+            shown(t, "lock"),
+            "use a::b; extern crate c; mod m; fn b() { lock() } impl S { fn d() { lock() } } \
+             mod n { trait U { fn f() { lock() } } } fn j() -> Foo<{ N }> { v() } \
+             fn k<F>() where F: Send, { lock() } impl V { fn l() }"
         );
     }
 
     #[test]
     fn comments_and_literals_hide_braces() {
-        let t = "fn a() { \"}\"; /* } */ '}'; }\nfn b() { c() }";
-        assert_eq!(bodies(t), vec![" \"}\"; /* } */ '}'; ", " c() "]);
-        let t = "impl S {\n    /// fn x() {\n    fn d() { e() }\n}";
-        assert_eq!(bodies(t), vec![" e() "]);
+        let t = "fn a() { \"}\"; /* } */ '}'; lock() }\nfn b() { c() }\n\
+                 impl S {\n    /// fn x() {\n    fn d() { lock() }\n}";
+        assert_eq!(
+            shown(t, "lock"),
+            "fn a() { \"}\"; /* } */ '}'; lock() } impl S { /// fn x() { fn d() { lock() } }"
+        );
     }
 
     #[test]
     fn blanking_keeps_every_position() {
-        let t = "fn a() {\n  é(); \"—\"\n}\nfn b() { lock() }";
-        let r = fn_bodies(t);
-        let out = blank(t, &r, |s| s.contains("lock")).unwrap();
+        let t = "const S: &str = \"é—\";\nfn a() {\n  é(); \"—\"\n}\nfn b() { lock() }";
+        let out = blank(t, &layout(t), |s| s.contains("lock")).unwrap();
         assert_eq!(out.len(), t.len());
         assert_eq!(out.lines().count(), t.lines().count());
         let f = syn::parse_file(&out).unwrap();
-        let syn::Item::Fn(b) = &f.items[1] else {
-            panic!()
+        let [syn::Item::Fn(b)] = &f.items[..] else {
+            panic!("{out}")
         };
         let at = proc_macro2::Span::start(&b.sig.ident.span());
-        assert_eq!((at.line, at.column), (4, 3));
-        assert!(
-            blank(
-                "fn a() { \"😀\" }",
-                &fn_bodies("fn a() { \"😀\" }"),
-                |_| false
-            )
-            .is_none()
-        );
+        assert_eq!((at.line, at.column), (5, 3));
+        let t = "fn a() { \"😀\" }";
+        assert!(blank(t, &layout(t), |_| false).is_none());
     }
 }
 
@@ -445,7 +597,10 @@ mod stats {
                 continue;
             };
             total += t.len();
-            for r in super::fn_bodies(&t) {
+            for r in super::layout(&t).into_iter().filter_map(|p| match p {
+                super::Part::Fn { body, .. } => Some(body),
+                _ => None,
+            }) {
                 bodies += r.len();
                 if !keep.any_in(&t[r.clone()]) {
                     blanked += r.len();

@@ -59,12 +59,11 @@ struct Indexed {
     constants: HashSet<String>,
     /// For a file parsed in pieces: what the pieces need of each other.
     pieces: Option<PieceCx>,
-    /// The insides of its item-level function bodies, which the analysis blanks where they can
-    /// hold nothing (see `blank`).
-    bodies: Vec<std::ops::Range<usize>>,
-    /// Found on the whole tree, for a file small enough to be parsed whole (its bodies are
-    /// blanked only then).
-    field_inits: Option<sites::FieldInits>,
+    /// Its items, which the analysis blanks where they cannot matter (see `blank`).
+    layout: Vec<blank::Part>,
+    /// What the walk reads across the file (struct field initialisers, test regions), found on
+    /// the whole tree, for a file small enough to be parsed whole (it is blanked only then).
+    whole: Option<(sites::FieldInits, sites::test_code::TestCode)>,
 }
 
 pub struct Outcome {
@@ -1311,8 +1310,8 @@ fn index_one(job: &Job, text: String, prefilter: bool) -> Result<(Indexed, FileI
     }
     let mut pieces = None;
     // A piece's `include_str!`s and Lua libraries are read next to the file.
-    // A file parsed whole has its bodies blanked for the analysis (see `blank`): what the walk
-    // reads across its functions is found here, on the whole tree.
+    // A file parsed whole is blanked for the analysis (see `blank`): what the walk reads across
+    // its items is found here, on the whole tree.
     let whole = text.len() < piece_bytes();
     // `read_includes` finds only `include_str!`s and Lua texts that register functions: a file
     // that writes neither (nor an escape that could spell one) is spared a walk that parses
@@ -1320,14 +1319,17 @@ fn index_one(job: &Job, text: String, prefilter: bool) -> Result<(Indexed, FileI
     let may_include = ["include_str", "register_function", "\\x", "\\u{", "\\\n"]
         .iter()
         .any(|w| text.contains(w));
-    let mut field_inits = None;
+    let mut across = None;
     let build = |ast: &syn::File, imports: &Imports, names: Option<&HashSet<String>>| {
         let mut index = FileIndex::build_piece(ast, imports, names);
         if may_include {
             index.read_includes(ast, &job.file.abs);
         }
         if whole {
-            field_inits = Some(sites::FieldInits::of(ast));
+            across = Some((
+                sites::FieldInits::of(ast),
+                sites::test_code::TestCode::of(ast, &job.crate_root, &job.file.abs),
+            ));
         }
         index
     };
@@ -1358,7 +1360,11 @@ fn index_one(job: &Job, text: String, prefilter: bool) -> Result<(Indexed, FileI
     } else {
         HashSet::new()
     };
-    let bodies = blank::fn_bodies(&text);
+    let layout = if across.is_some() {
+        blank::layout(&text)
+    } else {
+        Vec::new()
+    };
     let source = SourceFile::new(job.file.abs.clone(), job.file.display.clone(), text);
     Ok((
         Indexed {
@@ -1366,8 +1372,8 @@ fn index_one(job: &Job, text: String, prefilter: bool) -> Result<(Indexed, FileI
             module,
             constants,
             pieces,
-            bodies,
-            field_inits,
+            layout,
+            whole: across,
         },
         fi,
     ))
@@ -1397,32 +1403,43 @@ fn analyze_one(
     let config = &job.config;
     let directives = Directives::scan(src, &|r| lints::by_id(r).is_some());
     let long_call = |name: &str| config.rules.long_calls.is_match(name);
-    // Bodies that call nothing the packs know are parsed as empty blocks: same positions, no
-    // sites lost (see `blank`).
-    let blanked = ix
-        .field_inits
-        .as_ref()
-        .and_then(|_| blank::blank(&src.text, &ix.bodies, |b| keep.any_in(b)));
-    let analysed = parsed(
-        blanked.as_deref().unwrap_or(&src.text),
-        &ix.module,
-        ix.pieces.as_ref(),
-        |ast, imports, names| {
-            let tests = sites::test_code::TestCode::of(ast, &job.crate_root, &job.file.abs);
-            let cx = FileCx {
-                source: src,
-                imports,
-                index,
-                packs,
-                long_call: &long_call,
-            };
-            let facts = match (&ix.field_inits, names) {
-                (Some(inits), None) => sites::analyze_file_with(ast, &cx, inits.clone()),
-                _ => sites::analyze_file(ast, &cx),
-            };
-            (facts, tests)
-        },
-    );
+    // Items that cannot matter are parsed as whitespace, with what the walk reads across the
+    // file found in the index pass (see `blank`); should that text not parse, the whole does.
+    let whole = ix.whole.as_ref();
+    let blanked = whole.and_then(|_| blank::blank(&src.text, &ix.layout, |b| keep.any_in(b)));
+    let analyse = |text: &str| {
+        parsed(
+            text,
+            &ix.module,
+            ix.pieces.as_ref(),
+            |ast, imports, names| {
+                let cx = FileCx {
+                    source: src,
+                    imports,
+                    index,
+                    packs,
+                    long_call: &long_call,
+                };
+                match (whole, names) {
+                    (Some((inits, tests)), None) => (
+                        sites::analyze_file_with(ast, &cx, inits.clone()),
+                        tests.clone(),
+                    ),
+                    _ => (
+                        sites::analyze_file(ast, &cx),
+                        sites::test_code::TestCode::of(ast, &job.crate_root, &job.file.abs),
+                    ),
+                }
+            },
+        )
+    };
+    let analysed = match blanked.as_deref().map(analyse) {
+        Some(Ok(done)) => Ok(done),
+        _ => {
+            proc_macro2::extra::invalidate_current_thread_spans();
+            analyse(&src.text)
+        }
+    };
     let (classified, events, clocks, wrappers, tests) = match analysed {
         Ok((parts, _)) => {
             let (parts, tests): (Vec<_>, Vec<_>) = parts.into_iter().unzip();
