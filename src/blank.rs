@@ -435,7 +435,7 @@ pub fn aliases<'a>(
 }
 
 /// The prefix of a script's run method (`invoke`, `invoke_async`).
-const PREFIX_WORDS: [&str; 1] = ["invoke"];
+const PREFIX_WORDS: [&str; 2] = ["invoke", "query_file"];
 
 /// What a pattern of [`Keep`] is.
 #[derive(Clone, Copy, PartialEq)]
