@@ -122,30 +122,41 @@ impl Directives {
     }
 }
 
-struct Comment {
+struct Comment<'t> {
     start_line: usize,
     end_line: usize,
     /// Byte offset of the comment body (after `//`, `///`, `//!`, `/*`…).
     body_start: usize,
-    body: String,
+    body: &'t str,
     style: CommentStyle,
 }
 
 /// Code between regions: counts its lines, and marks those holding anything but whitespace.
 fn code(bytes: &[u8], line: &mut usize, code_lines: &mut std::collections::BTreeSet<usize>) {
-    for &c in bytes {
-        match c {
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
             b'\n' => *line += 1,
             b' ' | b'\t' | b'\r' => {}
             _ => {
+                // Marked once; the rest of the line is skipped to its newline.
                 code_lines.insert(*line);
+                match memchr::memchr(b'\n', &bytes[i..]) {
+                    Some(n) => i += n,
+                    None => break,
+                }
+                continue;
             }
         }
+        i += 1;
     }
 }
 
 /// The file's comments, and the lines that hold code (string lines included), from the lexer.
-fn lex_comments(text: &str, code_lines: &mut std::collections::BTreeSet<usize>) -> Vec<Comment> {
+fn lex_comments<'t>(
+    text: &'t str,
+    code_lines: &mut std::collections::BTreeSet<usize>,
+) -> Vec<Comment<'t>> {
     let b = text.as_bytes();
     let mut out = Vec::new();
     let mut line = 1;
@@ -160,7 +171,7 @@ fn lex_comments(text: &str, code_lines: &mut std::collections::BTreeSet<usize>) 
                 start_line,
                 end_line: line,
                 body_start: r.body.start,
-                body: text[r.body].to_string(),
+                body: &text[r.body],
                 style,
             }),
         }
@@ -172,7 +183,11 @@ fn lex_comments(text: &str, code_lines: &mut std::collections::BTreeSet<usize>) 
 
 const PREFIX: &str = "lockaudit:";
 
-fn parse_comment(file: &SourceFile, c: &Comment, rule_exists: RuleExists<'_>) -> Option<Directive> {
+fn parse_comment(
+    file: &SourceFile,
+    c: &Comment<'_>,
+    rule_exists: RuleExists<'_>,
+) -> Option<Directive> {
     // Only the first line of a comment can hold a directive, and only at its start.
     let first = c.body.lines().next().unwrap_or("");
     let lead = first.len() - first.trim_start().len();

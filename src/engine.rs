@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use crate::blank;
 use crate::cache::{self, Cache};
 use crate::classify::{Classified, classify};
 use crate::config::{Config, Configs};
@@ -58,6 +59,11 @@ struct Indexed {
     constants: HashSet<String>,
     /// For a file parsed in pieces: what the pieces need of each other.
     pieces: Option<PieceCx>,
+    /// Its items, which the analysis blanks where they cannot matter (see `blank`).
+    layout: Vec<blank::Part>,
+    /// What the walk reads across the file (struct field initialisers, test regions), found on
+    /// the whole tree, for a file small enough to be parsed whole (it is blanked only then).
+    whole: Option<(sites::FieldInits, sites::test_code::TestCode)>,
 }
 
 pub struct Outcome {
@@ -328,6 +334,21 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         largest_first(&mut todo, |&i| {
             indexed_at(&state, i).map_or(0, |ix| ix.source.text.len())
         });
+        // Per pack set: the words a function body must hold to be parsed for the analysis.
+        // A name a `use … as` gives a pack's function or a wrapper, anywhere, counts too.
+        let (renames, type_aliases) = blank::aliases(indexes.iter().flatten());
+        let mut keeps: HashMap<usize, blank::Keep> = HashMap::new();
+        for &i in &todo {
+            let packs = packs_for(&jobs[i]);
+            keeps
+                .entry(Arc::as_ptr(&packs) as usize)
+                .or_insert_with(|| {
+                    let mut words = blank::call_words(&packs);
+                    words.single.extend(renames.iter().cloned());
+                    words.stand_ins.extend(type_aliases.iter().cloned());
+                    blank::Keep::new(&words)
+                });
+        }
         let mut results: Vec<(usize, FileOutput)> = pool.install(|| {
             todo.par_iter()
                 .with_max_len(1)
@@ -335,7 +356,9 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
                     let ix = indexed_at(&state, i)?;
                     let job = &jobs[i];
                     let index = views.get(&job.crate_root).unwrap_or(&empty);
-                    Some((i, analyze_one(ix, job, index, &packs_for(job), settings)))
+                    let packs = packs_for(job);
+                    let keep = &keeps[&(Arc::as_ptr(&packs) as usize)];
+                    Some((i, analyze_one(ix, job, index, &packs, keep, settings)))
                 })
                 .collect()
         });
@@ -1348,9 +1371,27 @@ fn index_one(job: &Job, text: String, prefilter: bool) -> Result<(Indexed, FileI
     }
     let mut pieces = None;
     // A piece's `include_str!`s and Lua libraries are read next to the file.
+    // A file parsed whole is blanked for the analysis (see `blank`): what the walk reads across
+    // its items is found here, on the whole tree.
+    let whole = text.len() < piece_bytes();
+    // `read_includes` finds only `include_str!`s and Lua texts that register functions: a file
+    // that writes neither (nor an escape that could spell one) is spared a walk that parses
+    // every macro's arguments.
+    let may_include = ["include_str", "register_function", "\\x", "\\u{", "\\\n"]
+        .iter()
+        .any(|w| text.contains(w));
+    let mut across = None;
     let build = |ast: &syn::File, imports: &Imports, names: Option<&HashSet<String>>| {
         let mut index = FileIndex::build_piece(ast, imports, names);
-        index.read_includes(ast, &job.file.abs);
+        if may_include {
+            index.read_includes(ast, &job.file.abs);
+        }
+        if whole {
+            across = Some((
+                sites::FieldInits::of(ast),
+                sites::test_code::TestCode::of(ast, &job.crate_root, &job.file.abs),
+            ));
+        }
         index
     };
     let result = match parsed(&text, &module, None, build) {
@@ -1380,6 +1421,11 @@ fn index_one(job: &Job, text: String, prefilter: bool) -> Result<(Indexed, FileI
     } else {
         HashSet::new()
     };
+    let layout = if across.is_some() {
+        blank::layout(&text)
+    } else {
+        Vec::new()
+    };
     let source = SourceFile::new(job.file.abs.clone(), job.file.display.clone(), text);
     Ok((
         Indexed {
@@ -1387,6 +1433,8 @@ fn index_one(job: &Job, text: String, prefilter: bool) -> Result<(Indexed, FileI
             module,
             constants,
             pieces,
+            layout,
+            whole: across,
         },
         fi,
     ))
@@ -1409,28 +1457,50 @@ fn analyze_one(
     job: &Job,
     index: &CrateView,
     packs: &PackSet,
+    keep: &blank::Keep,
     settings: &CheckSettings,
 ) -> FileOutput {
     let src = &ix.source;
     let config = &job.config;
     let directives = Directives::scan(src, &|r| lints::by_id(r).is_some());
     let long_call = |name: &str| config.rules.long_calls.is_match(name);
-    let analysed = parsed(
-        &src.text,
-        &ix.module,
-        ix.pieces.as_ref(),
-        |ast, imports, _| {
-            let tests = sites::test_code::TestCode::of(ast, &job.crate_root, &job.file.abs);
-            let cx = FileCx {
-                source: src,
-                imports,
-                index,
-                packs,
-                long_call: &long_call,
-            };
-            (sites::analyze_file(ast, &cx), tests)
-        },
-    );
+    // Items that cannot matter are parsed as whitespace, with what the walk reads across the
+    // file found in the index pass (see `blank`); should that text not parse, the whole does.
+    let whole = ix.whole.as_ref();
+    let blanked = whole.and_then(|_| blank::blank(&src.text, &ix.layout, |b| keep.any_in(b)));
+    let analyse = |text: &str| {
+        parsed(
+            text,
+            &ix.module,
+            ix.pieces.as_ref(),
+            |ast, imports, names| {
+                let cx = FileCx {
+                    source: src,
+                    imports,
+                    index,
+                    packs,
+                    long_call: &long_call,
+                };
+                match (whole, names) {
+                    (Some((inits, tests)), None) => (
+                        sites::analyze_file_with(ast, &cx, inits.clone()),
+                        tests.clone(),
+                    ),
+                    _ => (
+                        sites::analyze_file(ast, &cx),
+                        sites::test_code::TestCode::of(ast, &job.crate_root, &job.file.abs),
+                    ),
+                }
+            },
+        )
+    };
+    let analysed = match blanked.as_deref().map(analyse) {
+        Some(Ok(done)) => Ok(done),
+        _ => {
+            proc_macro2::extra::invalidate_current_thread_spans();
+            analyse(&src.text)
+        }
+    };
     let (classified, events, clocks, wrappers, tests) = match analysed {
         Ok((parts, _)) => {
             let (parts, tests): (Vec<_>, Vec<_>) = parts.into_iter().unzip();

@@ -371,6 +371,10 @@ fn nesting_until(text: &str, limit: usize) -> Nesting {
 /// `extern crate` or `mod` items (which resolution needs from every piece). A file that cannot
 /// be cut, or is smaller than `target`, is one piece.
 pub fn pieces(text: &str, target: usize) -> Vec<(Range<usize>, bool)> {
+    // No cut can be made in a text shorter than one piece: spared the scan (most files).
+    if text.len() < target {
+        return vec![(0..text.len(), true)];
+    }
     let b = text.as_bytes();
     let regions = regions(text);
     let mut next_region = regions.iter().peekable();

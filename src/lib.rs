@@ -4,6 +4,7 @@
 //! [`sites`] (matched against [`packs`]) -> [`classify`] (with [`directives`] and [`config`]) ->
 //! [`lints`] -> [`report`].
 
+pub mod blank;
 pub mod cache;
 pub mod classify;
 pub mod cli;

@@ -1,6 +1,8 @@
 //! Large files are parsed piece by piece (whole top-level items, their lines counted from the
 //! file's start), so that memory follows the largest piece, not the file. Cutting every file
 //! after every item must give exactly the findings, sites, lines and columns of whole files.
+//! Cut files are never blanked (`src/blank.rs`), so this also holds the blanked analysis of whole
+//! files to the answer of the whole text.
 
 use std::process::Command;
 

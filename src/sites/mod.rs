@@ -22,8 +22,8 @@ use crate::source::{SourceFile, Span};
 
 pub use command::{Arg, Command};
 pub use pipeline::PipeVia;
-pub use summary::Held;
-pub use walk::analyze_file;
+pub use summary::{FieldInits, Held};
+pub use walk::{analyze_file, analyze_file_with};
 
 /// How long the lock lives unless renewed.
 #[derive(Debug, Clone, PartialEq)]

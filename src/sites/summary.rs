@@ -551,11 +551,11 @@ pub(super) fn peel_key(mut e: &Expr) -> &Expr {
 /// String-like struct field initialisers of one file, as source text (read back and evaluated
 /// where `self.field` is used): `LockRepo { lock_sql: format!("SELECT pg_advisory_lock({id})") }`.
 /// Only texts that may name a lock are kept.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct FieldInits(HashMap<(String, String), Vec<String>>);
 
 impl FieldInits {
-    pub(super) fn of(file: &syn::File) -> FieldInits {
+    pub fn of(file: &syn::File) -> FieldInits {
         struct Collect {
             out: HashMap<(String, String), Vec<String>>,
             self_ty: Option<String>,

@@ -25,8 +25,18 @@ use clocks::Clocks;
 
 /// Finds every lock site in a parsed file.
 pub fn analyze_file(file: &syn::File, cx: &FileCx<'_>) -> FileFacts {
+    analyze_file_with(file, cx, summary::FieldInits::of(file))
+}
+
+/// [`analyze_file`] with the file's struct field initialisers found beforehand (on the whole
+/// text, when the tree walked has bodies blanked out: see `blank`).
+pub fn analyze_file_with(
+    file: &syn::File,
+    cx: &FileCx<'_>,
+    field_inits: summary::FieldInits,
+) -> FileFacts {
     let mut facts = FileFacts {
-        field_inits: summary::FieldInits::of(file),
+        field_inits,
         ..Default::default()
     };
     // Macro arguments are parsed on the fly and must live as long as the tree they extend.
