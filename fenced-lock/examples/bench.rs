@@ -47,18 +47,9 @@ use tokio::time::Instant;
 
 const TTL: Duration = Duration::from_secs(10);
 
-/// fenced-lock's Redis acquire script, copied from `src/backend/redis.rs` (keep in
-/// sync): sent by hand it separates the script's cost from the crate's.
-const SAME_ACQUIRE: &str = r"
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-local now = redis.call('TIME')
-local floor = tonumber(now[1]) * 1000000 + tonumber(now[2])
-local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-local t = string.format('%.0f', math.max(last + 1, floor))
-redis.call('SET', KEYS[2], t)
-redis.call('SET', KEYS[1], ARGV[1] .. ':' .. t, 'PX', ARGV[2])
-return t
-";
+/// fenced-lock's Redis acquire script, the crate's own text: sent by hand it separates the
+/// script's cost from the crate's.
+const SAME_ACQUIRE: &str = include_str!("../src/backend/redis_acquire.lua");
 
 /// Compare-and-delete: the release of raw `SET NX`, rslock and fenced-lock alike.
 const CAD: &str =
