@@ -920,7 +920,18 @@ fn match_from_local<'a>(
     local: &'a syn::ExprPath,
     outward: &[&'a Expr],
 ) -> Option<Matched<'a>> {
-    let (init, added) = w.builder(&local.path.get_ident()?.to_string())?;
+    let name = local.path.get_ident()?.to_string();
+    let (init, added) = w.builder(&name)?;
+    // `let mut invoke = SCRIPT.prepare_invoke(); for k in keys { invoke.key(k); }
+    // invoke.arg(id); invoke.invoke_async(con)`: the script with what the statements added.
+    if let Expr::MethodCall(prep) = init
+        && prep.method == "prepare_invoke"
+        && prep.args.is_empty()
+    {
+        let (pi, lua) = script_of(w, &prep.receiver)?;
+        let keys = w.builder_keys(&name);
+        return script_event(w, pi, &lua, outward, Span::of(local), (keys, added));
+    }
     // The builder expression: `redis::cmd(NAME)` inside its own `.arg(..)`s.
     let mut own = Vec::new();
     let mut cur = init;
@@ -1072,19 +1083,21 @@ fn match_script<'a>(
     span: Span,
 ) -> Option<Matched<'a>> {
     let lua = eval::eval_str(args.first()?, w)?;
-    script_event(w, pi, &lua, outward, span)
+    script_event(w, pi, &lua, outward, span, (&[], &[]))
 }
 
+/// `added`: the keys and arguments statements gave the invocation before the chain that runs it.
 fn script_event<'a>(
     w: &Walker<'a, '_>,
     pi: usize,
     lua: &str,
     outward: &[&'a Expr],
     span: Span,
+    added: (&[&'a Expr], &[&'a Expr]),
 ) -> Option<Matched<'a>> {
     let (effect, owner_checked) = lua::script_effect(lua)?;
     // The `.key(..)`/`.arg(..)` calls directly outside the builder, innermost first.
-    let (mut keys, mut script_args, mut consumed) = (Vec::new(), Vec::new(), 0);
+    let (mut keys, mut script_args, mut consumed) = (added.0.to_vec(), added.1.to_vec(), 0);
     for level in outward.iter().rev() {
         match level {
             Expr::MethodCall(m) if m.method == "key" && m.args.len() == 1 => {
@@ -1265,6 +1278,12 @@ fn match_static_script<'a>(
     {
         return None;
     }
+    let (pi, lua) = static_script(w, p)?;
+    script_event(w, pi, &lua, outward, Span::of(p), (&[], &[]))
+}
+
+/// The script a static or constant holds (through `LazyLock::new(|| ..)` and the like).
+fn static_script(w: &Walker<'_, '_>, p: &syn::ExprPath) -> Option<(usize, String)> {
     let path = w.resolve(&p.path);
     // 2015-edition `use scripts::LOCK;` names a path from the crate root.
     let (src, _) =
@@ -1294,7 +1313,30 @@ fn match_static_script<'a>(
     let Expr::Path(f) = &*c.func else { return None };
     let &pi = w.cx.packs.script_builders.get(&w.resolve(&f.path))?;
     let lua = eval::eval_str(c.args.first()?, w)?;
-    script_event(w, pi, &lua, outward, Span::of(p))
+    Some((pi, lua))
+}
+
+/// The script a `prepare_invoke()` is called on: `Script::new(LUA)`, a local bound to one, or a
+/// static or constant holding one.
+fn script_of(w: &Walker<'_, '_>, e: &Expr) -> Option<(usize, String)> {
+    match e {
+        Expr::Call(c) => {
+            let Expr::Path(f) = &*c.func else { return None };
+            let &pi = w.cx.packs.script_builders.get(&w.resolve(&f.path))?;
+            Some((pi, eval::eval_str(c.args.first()?, w)?))
+        }
+        Expr::Reference(r) => script_of(w, &r.expr),
+        Expr::Paren(p) => script_of(w, &p.expr),
+        Expr::Path(p) => match p
+            .path
+            .get_ident()
+            .and_then(|i| w.local_init(&i.to_string()))
+        {
+            Some(init) => script_of(w, init),
+            None => static_script(w, p),
+        },
+        _ => None,
+    }
 }
 
 /// `redis::cmd("EVAL").arg(LUA).arg(1).arg(key).arg(token)` and

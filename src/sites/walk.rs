@@ -370,6 +370,8 @@ struct Local<'a> {
     init: Option<&'a Expr>,
     /// Arguments added by later statements (`cmd.arg(key).arg("NX");`), in order.
     args: Vec<&'a Expr>,
+    /// Script keys added by later statements (`invoke.key(k);`, also in a loop), in order.
+    keys: Vec<&'a Expr>,
     /// Which binding this is: a new `let` of the same name, or an assignment, gets a new one.
     serial: usize,
 }
@@ -472,28 +474,32 @@ impl<'a, 'c> Walker<'a, 'c> {
         &self.arena.alloc(one)[0]
     }
 
-    /// `cmd.arg(key).arg("NX");` as a statement: the arguments go to the local `cmd`.
+    /// `cmd.arg(key).arg("NX");` as a statement: the arguments go to the local `cmd`; and
+    /// `invoke.key(k);` (a script invocation built by statements) adds a key.
     fn note_added_args(&mut self, e: &'a Expr) {
         let mut levels = Vec::new();
+        let mut keys = Vec::new();
         let mut cur = e;
         while let Expr::MethodCall(m) = cur {
-            if m.method != "arg" || m.args.len() != 1 {
-                return;
+            match m.method.to_string().as_str() {
+                "arg" if m.args.len() == 1 => levels.push(&m.args[0]),
+                "key" if m.args.len() == 1 => keys.push(&m.args[0]),
+                _ => return,
             }
-            levels.push(&m.args[0]);
             cur = &m.receiver;
         }
         let Expr::Path(p) = cur else { return };
         let Some(name) = p.path.get_ident().map(ToString::to_string) else {
             return;
         };
-        if levels.is_empty() {
+        if levels.is_empty() && keys.is_empty() {
             return;
         }
         if let Some(local) = self.scopes.iter_mut().rev().find_map(|s| s.get_mut(&name)) {
             for a in levels.into_iter().rev() {
                 matchers::flatten_args(a, &mut local.args);
             }
+            local.keys.extend(keys.into_iter().rev());
         }
     }
 
@@ -1088,6 +1094,7 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                     ty: self.ty_of_type(&c.ty),
                     init: Some(&*c.expr),
                     args: Vec::new(),
+                    keys: Vec::new(),
                     serial: self.next_serial(),
                 };
                 if let Some(scope) = self.scopes.last_mut() {
@@ -1195,6 +1202,7 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                             ty,
                             init: Some(&c.expr),
                             args: Vec::new(),
+                            keys: Vec::new(),
                             serial,
                         };
                         scope.insert(c.ident.to_string(), local);

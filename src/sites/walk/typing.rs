@@ -88,6 +88,11 @@ impl<'a, 'c> Walker<'a, 'c> {
         self.scopes.iter().rev().find_map(|s| s.get(name))
     }
 
+    /// The script keys later statements added to a local (`invoke.key(k);`).
+    pub(in crate::sites) fn builder_keys(&self, name: &str) -> &[&'a Expr] {
+        self.lookup(name).map_or(&[], |l| l.keys.as_slice())
+    }
+
     /// A local bound to a builder, with the arguments later statements added to it.
     pub(in crate::sites) fn builder(&self, name: &str) -> Option<(&'a Expr, &[&'a Expr])> {
         self.lookup(name)
@@ -150,6 +155,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     ty,
                     init,
                     args: Vec::new(),
+                    keys: Vec::new(),
                     serial: self.next_serial(),
                 };
                 if let Some(scope) = self.scopes.last_mut() {
@@ -183,6 +189,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                                 ty: None,
                                 init: None,
                                 args: Vec::new(),
+                                keys: Vec::new(),
                                 serial,
                             },
                         );
