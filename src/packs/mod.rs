@@ -902,8 +902,8 @@ impl PackSet {
 
     /// The packs as seen from inside the library they describe: a crate named `own` writes its
     /// items as `crate::client::Client` where the pack names the public `own::Client`.
-    /// `internal` gives a `crate::` path's canonical spelling (through the crate's re-exports);
-    /// the path as written and that spelling both name what the public path names.
+    /// `crate_items` gives a `crate::` path's canonical spelling (through the crate's
+    /// re-exports); the path as written and that spelling both name what the public path names.
     ///
     /// A pack entry that says a function of the crate *is* a lock operation (sqlx's
     /// `Migrator::run`) is dropped here: its body is in view, and the primitive inside it is the

@@ -741,9 +741,17 @@ impl<'a, 'c> Walker<'a, 'c> {
 
     /// The parameter and variant a site's `match` arm selects on, when the scrutinee is a
     /// parameter (see `WrapperCandidate::when_arg`).
+    /// Only when every acquisition of the function is in that arm: a function whose arms all
+    /// acquire (`Mode::Fast => a(..), Mode::Slow => b(..)`) locks whatever its caller passes.
     fn arm_condition(&self, flow: Option<&FnFlow>, idx: usize) -> Option<(usize, String)> {
-        let (name, variant) = self.site_arms.get(&idx)?;
-        Some((flow?.param_index(name)?, variant.clone()))
+        let arm = self.site_arms.get(&idx)?;
+        let same = (self.first_site..self.out.sites.len())
+            .filter(|&i| self.out.sites[i].kind.is_acquisition())
+            .all(|i| self.site_arms.get(&i) == Some(arm));
+        if !same {
+            return None;
+        }
+        Some((flow?.param_index(&arm.0)?, arm.1.clone()))
     }
 
     /// How the acquired lock is held: the names it is bound to and where that binding ends.
@@ -953,6 +961,10 @@ impl<'a, 'c> Walker<'a, 'c> {
                     forwards: None,
                     when_arg: self.arm_condition(flow.as_ref(), idx),
                 });
+            } else if returned || scoped {
+                // A second acquisition handed back by the same wrapper (another arm, another
+                // branch): judged at the wrapper's call sites too.
+                self.out.sites[idx].wrapped = true;
             } else if let Some(flow) = &flow
                 && !self
                     .in_closures
