@@ -875,6 +875,46 @@ impl Phase<'_> {
 }
 
 /// Configurations are shared; their address identifies them for the per-crate pack cache.
+/// A file's content hash, folded with the texts of the SQL files its `query_file!` calls name
+/// (relative to the crate root): the analysis reads them, so a change to one is a change.
+fn hash_with_sql_files(bytes: &[u8], crate_root: &Path) -> u64 {
+    let own = cache::content_hash(bytes);
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return own;
+    };
+    let mut key = cache::Key::new();
+    key.part(&own.to_le_bytes());
+    let mut any = false;
+    for rel in query_file_paths(text) {
+        any = true;
+        let sql = crate::model::lua::read_include(&crate_root.join("Cargo.toml"), rel);
+        key.part(rel.as_bytes())
+            .part(sql.as_deref().unwrap_or_default().as_bytes());
+    }
+    if any {
+        cache::content_hash(key.finish().as_bytes())
+    } else {
+        own
+    }
+}
+
+/// The first string literal inside each `query_file…!(…)` of a text, read lexically.
+fn query_file_paths(text: &str) -> impl Iterator<Item = &str> {
+    text.match_indices("query_file").filter_map(|(at, _)| {
+        let rest = &text[at..];
+        let open = rest.find('(')?;
+        // Only a macro call: `query_file!(`, `query_file_as!(Row, `…
+        if !rest[..open].trim_end().ends_with('!') {
+            return None;
+        }
+        let args = &rest[open + 1..];
+        let close = args.find(')').unwrap_or(args.len());
+        let start = args[..close].find('"')? + 1;
+        let len = args[start..].find('"')?;
+        Some(&args[start..start + len])
+    })
+}
+
 /// Which pack set a file is analysed with: its config's, for its crate, and whether the file is
 /// inside a library the packs describe.
 type PackKey = (usize, Arc<Path>, bool);
@@ -1188,7 +1228,7 @@ impl CrateFiles<'_> {
                 let job = &self.jobs[i];
                 let read = with_bytes(job, |b| {
                     let text = text_of(job, b).map(|t| wants(job, t).then(|| t.to_string()));
-                    (hash.then(|| cache::content_hash(b)), text)
+                    (hash.then(|| hash_with_sql_files(b, &job.crate_root)), text)
                 });
                 match read {
                     Ok((hash, text)) => FileRead { hash, text },

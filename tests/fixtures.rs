@@ -318,3 +318,33 @@ fn a_library_is_analysed_as_itself() {
     std::fs::write(fork.path().join("Cargo.toml"), renamed).unwrap();
     assert_eq!(creates(fork.path()), vec![], "no pack describes `zk_fork`");
 }
+
+/// The SQL file a `query_file!` names is part of the file's cache key: editing only the SQL
+/// changes the answer of a cached run.
+#[test]
+fn query_file_sql_is_in_the_cache_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::create_dir_all(root.join("queries")).unwrap();
+    std::fs::write(
+        root.join("Cargo.toml"),
+        "[package]\nname = \"workers\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\nsqlx = \"0.8\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("src/lib.rs"),
+        "pub async fn claim(pool: &sqlx::PgPool) -> sqlx::Result<u64> {\n    let r = sqlx::query_file!(\"queries/claim.sql\").execute(pool).await?;\n    Ok(r.rows_affected())\n}\n",
+    )
+    .unwrap();
+    let cache = tempfile::tempdir().expect("tempdir");
+    let sites = || {
+        let mut s = settings(vec![root.to_path_buf()]);
+        s.cache_dir = Some(cache.path().to_path_buf());
+        engine::check(&s).expect("runs").report.sites.len()
+    };
+    std::fs::write(root.join("queries/claim.sql"), "SELECT pg_advisory_lock(7)").unwrap();
+    assert_eq!(sites(), 1);
+    std::fs::write(root.join("queries/claim.sql"), "SELECT 1").unwrap();
+    assert_eq!(sites(), 0, "a cached run must see the edited SQL file");
+}
