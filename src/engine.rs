@@ -887,7 +887,7 @@ fn hash_with_sql_files(bytes: &[u8], crate_root: &Path) -> u64 {
     let mut any = false;
     for rel in query_file_paths(text) {
         any = true;
-        let sql = crate::model::lua::read_include(&crate_root.join("Cargo.toml"), rel);
+        let sql = crate::model::lua::read_in_crate(crate_root, rel);
         key.part(rel.as_bytes())
             .part(sql.as_deref().unwrap_or_default().as_bytes());
     }

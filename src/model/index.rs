@@ -811,10 +811,7 @@ impl CrateView {
     /// The text of a file named relative to the crate's root (sqlx's `query_file!`), when it is
     /// a regular file of reasonable size.
     pub fn crate_file(&self, rel: &str) -> Option<String> {
-        if self.own.root.as_os_str().is_empty() {
-            return None;
-        }
-        super::lua::read_include(&self.own.root.join("Cargo.toml"), rel)
+        super::lua::read_in_crate(&self.own.root, rel)
     }
 
     /// The crate's own `mycrate::x` (in its tests and examples) is `crate::x`.

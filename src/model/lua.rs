@@ -26,6 +26,15 @@ pub fn read_include(source: &Path, rel: &str) -> Option<String> {
     Some(text)
 }
 
+/// A file named relative to a crate's root (sqlx's `query_file!`), read as [`read_include`]
+/// reads one.
+pub fn read_in_crate(crate_root: &Path, rel: &str) -> Option<String> {
+    if crate_root.as_os_str().is_empty() {
+        return None;
+    }
+    read_include(&crate_root.join("Cargo.toml"), rel)
+}
+
 #[derive(Debug, Clone, PartialEq)]
 enum Tok {
     Word(String),

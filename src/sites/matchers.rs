@@ -1310,21 +1310,21 @@ fn static_script(w: &Walker<'_, '_>, p: &syn::ExprPath) -> Option<(usize, String
         }
     }
     let Expr::Call(c) = &init else { return None };
+    built_script(w, c)
+}
+
+/// `Script::new(LUA)`: the pack of the script builder and the Lua text.
+fn built_script(w: &Walker<'_, '_>, c: &syn::ExprCall) -> Option<(usize, String)> {
     let Expr::Path(f) = &*c.func else { return None };
     let &pi = w.cx.packs.script_builders.get(&w.resolve(&f.path))?;
-    let lua = eval::eval_str(c.args.first()?, w)?;
-    Some((pi, lua))
+    Some((pi, eval::eval_str(c.args.first()?, w)?))
 }
 
 /// The script a `prepare_invoke()` is called on: `Script::new(LUA)`, a local bound to one, or a
 /// static or constant holding one.
 fn script_of(w: &Walker<'_, '_>, e: &Expr) -> Option<(usize, String)> {
     match e {
-        Expr::Call(c) => {
-            let Expr::Path(f) = &*c.func else { return None };
-            let &pi = w.cx.packs.script_builders.get(&w.resolve(&f.path))?;
-            Some((pi, eval::eval_str(c.args.first()?, w)?))
-        }
+        Expr::Call(c) => built_script(w, c),
         Expr::Reference(r) => script_of(w, &r.expr),
         Expr::Paren(p) => script_of(w, &p.expr),
         Expr::Path(p) => match p
