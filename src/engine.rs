@@ -322,6 +322,11 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
     let mut stats = Stats::default();
     let mut todo: Vec<usize> = indexed_jobs(&state);
     let mut rounds = 0;
+    // After the fixpoint, one more round for the files whose wrapped primitives no reported
+    // call site surfaces (see `surface`).
+    let mut in_place: HashMap<usize, HashSet<(usize, usize)>> = HashMap::new();
+    let mut surfacing = false;
+    let no_place = HashSet::new();
     loop {
         rounds += 1;
         let packs_for = |job: &Job| -> Arc<PackSet> {
@@ -358,7 +363,11 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
                     let index = views.get(&job.crate_root).unwrap_or(&empty);
                     let packs = packs_for(job);
                     let keep = &keeps[&(Arc::as_ptr(&packs) as usize)];
-                    Some((i, analyze_one(ix, job, index, &packs, keep, settings)))
+                    let in_place = in_place.get(&i).unwrap_or(&no_place);
+                    Some((
+                        i,
+                        analyze_one(ix, job, index, &packs, keep, in_place, settings),
+                    ))
                 })
                 .collect()
         });
@@ -381,14 +390,25 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
                     .get(root)
                     .is_some_and(|ws| ws.iter().any(|k| k.canonical == w.canonical));
                 if !known && !listed {
-                    found.entry(root.clone()).or_default().push(w.clone());
+                    let mut w = w.clone();
+                    w.origin = Some(origin_of(root, &w.canonical));
                     last_found = Some((i, w.via.clone()));
+                    found.entry(root.clone()).or_default().push(w);
                 }
             }
             slots[i] = Some(out);
         }
         expand_through_traits(&mut found, &wrappers, &views, &graph);
         if found.is_empty() {
+            if !surfacing {
+                surfacing = true;
+                in_place = surface(&slots, &jobs);
+                if !in_place.is_empty() {
+                    todo = in_place.keys().copied().collect();
+                    todo.sort_unstable();
+                    continue;
+                }
+            }
             break;
         }
         if rounds >= MAX_WRAPPER_ROUNDS {
@@ -1480,7 +1500,79 @@ fn index_one(job: &Job, text: String, prefilter: bool) -> Result<(Indexed, FileI
     ))
 }
 
+/// A function across the workspace: its crate's root and its canonical path there.
+fn origin_of(root: &Path, canonical: &str) -> Arc<str> {
+    Arc::from(format!("{}\0{canonical}", root.display()))
+}
+
+/// The primitives to judge where they are, by file and position: those inside wrappers from
+/// which no chain of call sites reaches a reported one (a library's public lock function, or
+/// one called only from test code, which is not reported). Judged at callers, such a lock would
+/// not be judged anywhere; judged at its primitive, it is judged once, where its library takes
+/// it. Wrapper calls above it in such a chain stay judged at their callers (nowhere), so no
+/// lock is reported twice.
+fn surface(slots: &[Option<FileOutput>], jobs: &[Job]) -> HashMap<usize, HashSet<(usize, usize)>> {
+    // Per wrapper function, the call sites that call it.
+    let mut callers: HashMap<&str, Vec<(usize, usize)>> = HashMap::new();
+    for (i, out) in slots.iter().enumerate() {
+        for (k, link) in out.iter().flat_map(|o| o.links.iter().enumerate()) {
+            if let Some(via) = &link.1 {
+                callers.entry(via).or_default().push((i, k));
+            }
+        }
+    }
+    let reported = |i: usize, k: usize| {
+        let s = &slots[i].as_ref().expect("linked").sites[k];
+        !s.wrapped && (!s.test || jobs[i].config.include_tests)
+    };
+    // Does a chain of callers from this function reach a reported site? Cycles (recursive
+    // wrappers) count as not reaching one.
+    fn reaches(
+        f: &str,
+        callers: &HashMap<&str, Vec<(usize, usize)>>,
+        slots: &[Option<FileOutput>],
+        jobs: &[Job],
+        reported: &dyn Fn(usize, usize) -> bool,
+        memo: &mut HashMap<String, bool>,
+    ) -> bool {
+        if let Some(&known) = memo.get(f) {
+            return known;
+        }
+        memo.insert(f.to_string(), false);
+        let mut found = false;
+        for &(i, k) in callers.get(f).into_iter().flatten() {
+            let caller_fn = origin_of(
+                &jobs[i].crate_root,
+                &slots[i].as_ref().expect("linked").links[k].0,
+            );
+            if reported(i, k) || reaches(&caller_fn, callers, slots, jobs, reported, memo) {
+                found = true;
+                break;
+            }
+        }
+        memo.insert(f.to_string(), found);
+        found
+    }
+    let mut memo = HashMap::new();
+    let mut out: HashMap<usize, HashSet<(usize, usize)>> = HashMap::new();
+    for (i, o) in slots.iter().enumerate() {
+        let Some(o) = o else { continue };
+        for (s, link) in o.sites.iter().zip(&o.links) {
+            if !s.wrapped || link.1.is_some() || (s.test && !jobs[i].config.include_tests) {
+                continue;
+            }
+            let f = origin_of(&jobs[i].crate_root, &link.0);
+            if !reaches(&f, &callers, slots, jobs, &reported, &mut memo) {
+                out.entry(i).or_default().insert((s.line, s.column));
+            }
+        }
+    }
+    out
+}
+
 struct FileOutput {
+    /// Per site: the function it is in (canonical) and, for a wrapper call, which wrapper.
+    links: Vec<(String, Option<Arc<str>>)>,
     wrappers: Vec<WrapperCandidate>,
     display: String,
     /// The source, kept only when there are findings to show with it.
@@ -1498,6 +1590,7 @@ fn analyze_one(
     index: &CrateView,
     packs: &PackSet,
     keep: &blank::Keep,
+    in_place: &HashSet<(usize, usize)>,
     settings: &CheckSettings,
 ) -> FileOutput {
     let src = &ix.source;
@@ -1520,6 +1613,7 @@ fn analyze_one(
                     index,
                     packs,
                     long_call: &long_call,
+                    in_place,
                 };
                 match (whole, names) {
                     (Some((inits, tests)), None) => (
@@ -1549,6 +1643,7 @@ fn analyze_one(
             if facts.too_deep {
                 proc_macro2::extra::invalidate_current_thread_spans();
                 return FileOutput {
+                    links: Vec::new(),
                     wrappers: Vec::new(),
                     display: src.display.clone(),
                     text: None,
@@ -1695,7 +1790,12 @@ fn analyze_one(
             test: tests.contains(c.site.span.line),
         })
         .collect();
+    let links = classified
+        .iter()
+        .map(|c| (c.site.in_fn.clone(), c.site.via_origin.clone()))
+        .collect();
     FileOutput {
+        links,
         display: src.display.clone(),
         text: (!findings.is_empty()).then(|| Arc::from(src.text.as_str())),
         sites,

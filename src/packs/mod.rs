@@ -370,6 +370,9 @@ pub struct CallDef {
     /// reported as `via`.
     #[serde(skip)]
     pub via: Option<String>,
+    /// For an inferred wrapper: which function it is (`WrapperCandidate::origin`).
+    #[serde(skip)]
+    pub origin: Option<std::sync::Arc<str>>,
     /// For an inferred wrapper: what its call sites inherit from the primitive inside it.
     #[serde(skip)]
     pub inherit: Option<Inherited>,
@@ -460,6 +463,7 @@ impl CallDef {
             purpose: None,
             fenced_by: None,
             via: Some(w.via.clone()),
+            origin: w.origin.clone(),
             inherit: Some(Inherited {
                 ttl_ms: w.ttl_ms,
                 fencing: w.fencing,
@@ -498,6 +502,7 @@ impl CallDef {
             ttl_options_arg: None,
             returns: w.returns,
             via: own.via,
+            origin: own.origin,
             ..primitive.clone()
         }
     }

@@ -513,6 +513,7 @@ mod tests {
             index: &index,
             packs: &packs,
             long_call: &|_| false,
+            in_place: &Default::default(),
         };
         analyze_file(&file, &cx)
             .sites

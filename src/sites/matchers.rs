@@ -50,8 +50,9 @@ pub(super) struct Matched<'a> {
     pub backend: Option<String>,
     /// Identifiers in the lease argument (etcd's `with_lease(lease.id())`).
     pub lease_names: HashSet<String>,
-    /// A call to a wrapper: its path.
+    /// A call to a wrapper: its path, and which function it is.
     pub via: Option<String>,
+    pub origin: Option<std::sync::Arc<str>>,
     /// A lock command whose reply comes when its pipeline runs.
     pub pipeline: Option<super::pipeline::PipeRun>,
     /// The purpose the library declares for its own lock, with what fences it.
@@ -87,6 +88,7 @@ impl<'a> Matched<'a> {
             backend: None,
             lease_names: HashSet::new(),
             via: None,
+            origin: None,
             pipeline: None,
             purpose: None,
             success_variant: None,
@@ -804,6 +806,7 @@ fn build<'a>(
     }
     // A wrapper's call site inherits what the primitive inside it has.
     m.via = def.via.clone();
+    m.origin = def.origin.clone();
     if let Some(info) = &def.inherit {
         m.ttl = info
             .ttl_ms

@@ -108,6 +108,10 @@ pub struct Site {
     pub region: Region,
     /// For a call to a lock wrapper: the wrapper's path.
     pub via: Option<String>,
+    /// For a call to a lock wrapper: which function it is (`WrapperCandidate::origin`).
+    pub via_origin: Option<std::sync::Arc<str>>,
+    /// The canonical path of the function the site is in (`crate::jobs::Worker::run`).
+    pub in_fn: String,
     /// The primitive inside a wrapper: purpose, fencing and consensus are judged at the wrapper's
     /// call sites instead.
     pub wrapped: bool,
@@ -183,6 +187,10 @@ pub struct WrapperCandidate {
     /// that names this variant (`match call { Call::Lock => node.acquire(&lock), Call::Extend =>
     /// node.extend(&lock) }`): a call site is one only when its argument names it.
     pub when_arg: Option<(usize, String)>,
+    /// The function this wrapper is, across the workspace (its crate and canonical path where
+    /// it was found; set by the engine, kept through `seen_as` and `through_trait`): a call
+    /// site carries it, so that a wrapper nobody calls can be told apart.
+    pub origin: Option<std::sync::Arc<str>>,
 }
 
 impl WrapperCandidate {
@@ -260,4 +268,13 @@ pub struct FileCx<'c> {
     pub packs: &'c PackSet,
     /// Is a call (`path` or `Type::method`) configured as long-running?
     pub long_call: &'c dyn Fn(&str) -> bool,
+    /// Primitives (by line and column) inside wrappers whose locks no reported call site
+    /// surfaces: judged where they are, not at callers (see `engine::surface`).
+    pub in_place: &'c std::collections::HashSet<(usize, usize)>,
+}
+
+impl FileCx<'_> {
+    pub fn judged_in_place(&self, at: Span) -> bool {
+        !self.in_place.is_empty() && self.in_place.contains(&(at.line, at.column))
+    }
 }

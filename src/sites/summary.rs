@@ -129,7 +129,12 @@ pub(super) fn held_after(
     key: Option<&HashSet<String>>,
     body: &syn::Block,
 ) -> Option<Held> {
-    if site.region.release.is_some() || works_after(body, site.region.start, names) {
+    // A guard that is not handed back is released when it drops, and a scoped wrapper's call
+    // releases before it returns: neither stays held after the function.
+    if site.region.release.is_some()
+        || site.release == crate::packs::ReleaseStyle::Guard
+        || works_after(body, site.region.start, names)
+    {
         return None;
     }
     if flow.stored_in_self(names) || flow.stored_at(start_of(site.span)) {

@@ -340,6 +340,7 @@ fn analyze_fn<'a>(
             pipeline: None,
             forwards,
             when_arg: None,
+            origin: None,
         });
     }
 }
@@ -678,7 +679,14 @@ impl<'a, 'c> Walker<'a, 'c> {
         // Inside a closure or `async` block of the returned expression, the lock is what the
         // function hands back only when it hands back that future (`Box::pin(async move { … })`
         // for a `BoxFuture`); `block_on(async { … })` in `main` hands back the block's result.
-        if self.in_return > 0 && (self.closure_depth == 0 || self.returns_future()) {
+        // A scoped wrapper's call (`with_lock(key, async { … })`) hands back what the work
+        // returns, not the lock: it is handed back only with a closure of the caller's own.
+        let scoped_call = m.via.is_some() && m.release == Some(crate::packs::ReleaseStyle::Guard);
+        let forwards_work = m.mentions.iter().any(|n| self.callables.contains(n));
+        if self.in_return > 0
+            && (self.closure_depth == 0 || self.returns_future())
+            && (!scoped_call || forwards_work)
+        {
             self.returned_sites.push(self.out.sites.len());
         }
         if self.closure_depth > 0 {
@@ -732,6 +740,8 @@ impl<'a, 'c> Walker<'a, 'c> {
             pool: m.pool,
             region: Default::default(),
             via: m.via,
+            via_origin: m.origin,
+            in_fn: self.canonical.clone(),
             wrapped: false,
             library_purpose: m.purpose,
             command,
@@ -905,8 +915,15 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .any(|w| w.canonical == self.canonical)
             {
                 let pipeline = self.pipe_via(flow.as_ref(), idx);
+                let in_place = self.cx.judged_in_place(self.out.sites[idx].span);
                 let site = &mut self.out.sites[idx];
-                site.wrapped = true;
+                site.wrapped = !in_place;
+                // Handing back a scoped wrapper's call with the caller's work is a scoped
+                // wrapper too: its callers hold nothing afterwards.
+                let forwards_scope =
+                    site.via.is_some() && site.release == crate::packs::ReleaseStyle::Guard;
+                // Judged where it is, a lock handed back is the unseen caller's to release.
+                site.region.escapes |= in_place && returned;
                 let ret = self.ret.as_ref();
                 let returns = match ret.map(|t| t.last_segment()) {
                     Some("Result") => crate::packs::Returns::Result,
@@ -943,8 +960,12 @@ impl<'a, 'c> Walker<'a, 'c> {
                     library: site.library.clone(),
                     kind: site.kind,
                     returns,
-                    returns_type: if scoped { None } else { returns_type },
-                    scoped: scoped && !returned,
+                    returns_type: if scoped || forwards_scope {
+                        None
+                    } else {
+                        returns_type
+                    },
+                    scoped: scoped && !returned || forwards_scope,
                     ttl_ms: site.ttl.ms().map(|m| m as f64),
                     fencing: site.fencing,
                     sql: site.sql,
@@ -960,11 +981,14 @@ impl<'a, 'c> Walker<'a, 'c> {
                     pipeline,
                     forwards: None,
                     when_arg: self.arm_condition(flow.as_ref(), idx),
+                    origin: None,
                 });
             } else if returned || scoped {
                 // A second acquisition handed back by the same wrapper (another arm, another
                 // branch): judged at the wrapper's call sites too.
-                self.out.sites[idx].wrapped = true;
+                let in_place = self.cx.judged_in_place(self.out.sites[idx].span);
+                self.out.sites[idx].wrapped = !in_place;
+                self.out.sites[idx].region.escapes |= in_place && returned;
             } else if let Some(flow) = &flow
                 && !self
                     .in_closures
@@ -984,8 +1008,11 @@ impl<'a, 'c> Walker<'a, 'c> {
                 )
             {
                 let pipeline = self.pipe_via(Some(flow), idx);
+                let in_place = self.cx.judged_in_place(self.out.sites[idx].span);
                 let site = &mut self.out.sites[idx];
-                site.wrapped = true;
+                site.wrapped = !in_place;
+                // Left held for the caller (in the store, in `self`): released elsewhere.
+                site.region.escapes |= in_place;
                 self.out.wrappers.push(super::WrapperCandidate {
                     canonical: self.canonical.clone(),
                     method: self.method.clone(),
@@ -1008,6 +1035,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     pipeline,
                     forwards: None,
                     when_arg: self.arm_condition(Some(flow), idx),
+                    origin: None,
                 });
             }
         }
@@ -1054,6 +1082,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 pipeline: None,
                 forwards: None,
                 when_arg: None,
+                origin: None,
             });
         }
         let has_lock_work = self.out.sites.len() > self.first_site || !self.events.is_empty();
