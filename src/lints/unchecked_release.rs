@@ -36,6 +36,11 @@ use crate::report::{Edit, Fix};
 /// parameter) is still the same binding at the release and the connection is a `&mut`
 /// parameter of a Redis connection type or the raw command's `query` argument.
 ///
+/// A release helper that deletes the key its caller passes (`fn unlock(con, key) { con.del(key) }`)
+/// is judged at each call, where the key is known to be a lock's (`unlock(con, "import")` after
+/// `try_lock(con, "import", token)`); one that deletes its receiver's own key (`self.key`) is
+/// judged at its `DEL`.
+///
 /// ## Known limits
 /// A key counts as a lock's key when a lock in the same file uses it, or when its text mentions
 /// `lock`.

@@ -450,7 +450,7 @@ impl CallDef {
             returns: w.returns,
             returns_type: w.returns_type.clone(),
             success_variant: None,
-            owner_check: true,
+            owner_check: w.owner_checked,
             auto_renew: false,
             stream_ttl: false,
             reply_only: false,

@@ -191,6 +191,9 @@ pub struct WrapperCandidate {
     /// it was found; set by the engine, kept through `seen_as` and `through_trait`): a call
     /// site carries it, so that a wrapper nobody calls can be told apart.
     pub origin: Option<std::sync::Arc<str>>,
+    /// For a release wrapper: whether the release inside proves ownership (a compare-and-delete
+    /// script) or deletes blindly (`DEL`): its call sites are judged as that release.
+    pub owner_checked: bool,
 }
 
 impl WrapperCandidate {

@@ -341,6 +341,7 @@ fn analyze_fn<'a>(
             forwards,
             when_arg: None,
             origin: None,
+            owner_checked: true,
         });
     }
 }
@@ -982,6 +983,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     forwards: None,
                     when_arg: self.arm_condition(flow.as_ref(), idx),
                     origin: None,
+                    owner_checked: true,
                 });
             } else if returned || scoped {
                 // A second acquisition handed back by the same wrapper (another arm, another
@@ -1036,6 +1038,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     forwards: None,
                     when_arg: self.arm_condition(Some(flow), idx),
                     origin: None,
+                    owner_checked: true,
                 });
             }
         }
@@ -1060,6 +1063,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             })
         {
             let library = self.cx.packs.packs[e.pack].pack.name.clone();
+            let key_arg = summary::key_arg(held.as_ref());
             self.out.wrappers.push(super::WrapperCandidate {
                 canonical: self.canonical.clone(),
                 method: self.method.clone(),
@@ -1076,13 +1080,16 @@ impl<'a, 'c> Walker<'a, 'c> {
                 backend: None,
                 qualified: false,
                 handle: true,
-                key_arg: summary::key_arg(held.as_ref()),
+                key_arg,
                 held,
                 sql_arg: None,
                 pipeline: None,
                 forwards: None,
                 when_arg: None,
                 origin: None,
+                // A blind delete of the caller's key is judged where the key is known to be a
+                // lock's; one of the receiver's own key is judged here (`self.key`).
+                owner_checked: e.owner_checked || key_arg.is_none(),
             });
         }
         let has_lock_work = self.out.sites.len() > self.first_site || !self.events.is_empty();
