@@ -8,6 +8,14 @@ use crate::sites::Fencing;
 /// (`sqlx::query("SELECT pg_advisory_lock($1)").execute(&pool)`) instead of on one connection or
 /// transaction the code keeps. The pool types are the pack's `pools` (sqlx's `PgPool` and `Pool`).
 ///
+/// Also flags a session lock (PostgreSQL's `pg_advisory_lock`, MySQL's `GET_LOCK`) taken on a
+/// connection the pool lent (`let mut conn = pool.acquire().await?`, deadpool's or bb8's
+/// `pool.get()`, a transaction from `pool.begin()`: the pack's `checkouts`) that nothing unlocks
+/// in the function, when the function neither hands the connection on (returns it, moves it into
+/// a value or a call) nor closes it (`detach`): at the end of the function the connection goes
+/// back to the pool holding the lock. This is judged at the statement even inside a wrapper: no
+/// caller can see the connection.
+///
 /// ## Why it matters
 /// An advisory lock belongs to the session or the transaction that took it, and a pool runs each
 /// statement on whichever connection is free.
@@ -45,7 +53,9 @@ use crate::sites::Fencing;
 /// ## Known limits
 /// The executor's type must be known (a parameter, a field, a local with a written type or a known
 /// constructor). A pool behind a wrapper type of the code's own is not recognised; declare such
-/// types in a pack's `pools`.
+/// types in a pack's `pools` (and their lending calls in `checkouts`). A lent connection counts as
+/// handed on when it is moved anywhere, whatever the callee does with it; an unlock anywhere in
+/// the function counts as the release, as for `unreleased-lock`.
 pub struct AdvisoryLockOnPool;
 
 pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {
@@ -53,7 +63,9 @@ pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {
     if !site.sql || !site.kind.is_acquisition() {
         return None;
     }
-    let pool = site.pool.as_deref()?;
+    let Some(pool) = site.pool.as_deref() else {
+        return on_lent_connection(c);
+    };
     let short = pool.rsplit("::").next().unwrap_or(pool);
     let (message, help) = if site.fencing == Fencing::Transaction {
         (
@@ -76,6 +88,34 @@ pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {
         span: site.span,
         message,
         help,
+        ..Default::default()
+    })
+}
+
+/// A session lock taken on a connection lent by a pool, still held when the function lets the
+/// connection go back: judged at the statement, wrapped or not (no caller sees the connection).
+fn on_lent_connection(c: &Classified) -> Option<Violation> {
+    let site = &c.site;
+    let conn = site.checkout.as_deref()?;
+    if site.fencing == Fencing::Transaction || site.region.release.is_some() {
+        return None;
+    }
+    let function = site.function.as_ref().map_or("the function", |f| {
+        f.path.rsplit("::").next().unwrap_or(&f.path)
+    });
+    Some(Violation {
+        span: site.span,
+        message: format!(
+            "`{}` runs on `{conn}`, a connection lent by a pool, and nothing unlocks it before `{conn}` goes back to the pool at the end of `{function}`: the session lock stays with that pooled connection, held for whoever uses it next",
+            site.api
+        ),
+        help: if site.library == "postgres" {
+            format!(
+                "unlock on `{conn}` before it is dropped, on every path, or take a transaction lock (`pg_advisory_xact_lock`) inside the transaction that does the work"
+            )
+        } else {
+            format!("unlock on `{conn}` before it is dropped, on every path")
+        },
         ..Default::default()
     })
 }

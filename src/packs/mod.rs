@@ -67,6 +67,11 @@ pub struct PackMeta {
     /// a session lock taken through one stays with a connection its holder no longer has.
     #[serde(default)]
     pub pools: Vec<String>,
+    /// Calls that lend one connection of a pool (`sqlx::Pool::acquire`,
+    /// `deadpool_postgres::Pool::get`), as `Type::method`: the connection goes back to the pool
+    /// when it drops, with any session lock it still holds.
+    #[serde(default)]
+    pub checkouts: Vec<String>,
     /// Other crates' paths to this library (`"deadpool_redis::redis" = "redis"`: deadpool-redis
     /// re-exports the redis crate). Paths through them are read as the library's own.
     #[serde(default)]

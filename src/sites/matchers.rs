@@ -41,6 +41,8 @@ pub(super) struct Matched<'a> {
     /// For SQL: the pool type the statement ran on, when it ran on a pool rather than on one
     /// connection or transaction.
     pub pool: Option<String>,
+    /// For SQL: the local holding a connection lent by a pool that the statement ran on.
+    pub checkout: Option<String>,
     /// The call returns a lock value (handle or guard) rather than a reply about a key.
     pub handle: bool,
     /// How this call's lock is released, when it differs from the pack's.
@@ -82,6 +84,7 @@ impl<'a> Matched<'a> {
             stream_ttl: false,
             sql: false,
             pool: None,
+            checkout: None,
             handle: false,
             release: None,
             consensus: None,
@@ -1660,7 +1663,31 @@ fn on_pool<'a>(
         .and_then(|e| w.type_of(e))
         .map(|t| t.peeled().path.clone())
         .filter(|p| pools.iter().any(|pool| pool == p));
+    found.checkout = executor
+        .and_then(connection_name)
+        .filter(|n| w.checkouts.contains(n));
     found
+}
+
+/// The local an executor expression names: `conn`, `&mut conn`, `&mut *conn`, `&mut **conn`,
+/// `conn.as_mut()`.
+fn connection_name(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
+        Expr::Reference(r) => connection_name(&r.expr),
+        Expr::Paren(p) => connection_name(&p.expr),
+        Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => connection_name(&u.expr),
+        Expr::MethodCall(m)
+            if m.args.is_empty()
+                && matches!(
+                    m.method.to_string().as_str(),
+                    "as_mut" | "deref_mut" | "as_ref" | "deref"
+                ) =>
+        {
+            connection_name(&m.receiver)
+        }
+        _ => None,
+    }
 }
 
 fn is_literal(e: &Expr) -> bool {

@@ -104,6 +104,10 @@ pub struct Site {
     pub sql: bool,
     /// For SQL: the pool type the statement ran on, when it ran on a pool.
     pub pool: Option<String>,
+    /// For SQL: the local holding a connection lent by a pool (`let conn = pool.acquire()`)
+    /// that the statement ran on, when the function neither hands that connection on nor
+    /// closes it: it goes back to the pool at the end of the function.
+    pub checkout: Option<String>,
     /// What happens while the lock is held.
     pub region: Region,
     /// For a call to a lock wrapper: the wrapper's path.

@@ -725,6 +725,67 @@ fn text_type(t: &syn::Type) -> bool {
     }
 }
 
+/// Does the function hand the connection in local `name` on, or close it: moved into a call
+/// (other than `drop`), a value, another local or a `move` closure, or detached/closed? A
+/// connection only borrowed (`&mut *conn`) goes back to its pool when the function ends.
+pub(super) fn connection_kept(body: &syn::Block, name: &str) -> bool {
+    struct Kept<'n> {
+        name: &'n str,
+        kept: bool,
+    }
+    impl Kept<'_> {
+        fn is_name(&self, e: &Expr) -> bool {
+            match e {
+                Expr::Paren(p) => self.is_name(&p.expr),
+                Expr::Path(p) => p.path.is_ident(self.name),
+                _ => false,
+            }
+        }
+    }
+    impl<'ast> syn::visit::Visit<'ast> for Kept<'_> {
+        fn visit_expr(&mut self, e: &'ast Expr) {
+            let moved = match e {
+                Expr::Call(c) => {
+                    let is_drop = matches!(&*c.func, Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "drop"));
+                    !is_drop && c.args.iter().any(|a| self.is_name(a))
+                }
+                Expr::MethodCall(m) => {
+                    m.args.iter().any(|a| self.is_name(a))
+                        || self.is_name(&m.receiver)
+                            && matches!(
+                                m.method.to_string().as_str(),
+                                "detach" | "close" | "leak" | "into_inner" | "take"
+                            )
+                }
+                Expr::Struct(st) => st.fields.iter().any(|f| self.is_name(&f.expr)),
+                Expr::Tuple(t) => t.elems.iter().any(|x| self.is_name(x)),
+                Expr::Array(a) => a.elems.iter().any(|x| self.is_name(x)),
+                Expr::Assign(a) => self.is_name(&a.right),
+                Expr::Return(r) => r.expr.as_deref().is_some_and(|x| self.is_name(x)),
+                Expr::Closure(c) if c.capture.is_some() => {
+                    super::walk::idents_in(&c.body).contains(self.name)
+                }
+                _ => false,
+            };
+            if moved {
+                self.kept = true;
+                return;
+            }
+            syn::visit::visit_expr(self, e);
+        }
+        fn visit_local(&mut self, l: &'ast syn::Local) {
+            if l.init.as_ref().is_some_and(|i| self.is_name(&i.expr)) {
+                self.kept = true;
+                return;
+            }
+            syn::visit::visit_local(self, l);
+        }
+    }
+    let mut k = Kept { name, kept: false };
+    syn::visit::Visit::visit_block(&mut k, body);
+    k.kept
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -233,6 +233,7 @@ fn analyze_fn<'a>(
         site_arms: HashMap::new(),
         callables: HashSet::new(),
         params: HashSet::new(),
+        checkouts: HashSet::new(),
         canonical,
         method,
         ret: None,
@@ -425,6 +426,8 @@ pub(super) struct Walker<'a, 'c> {
     callables: HashSet<String>,
     /// Every parameter name.
     params: HashSet<String>,
+    /// Locals bound to a connection lent by a pool (a pack's `checkouts`).
+    pub(super) checkouts: HashSet<String>,
     /// How calls to this function resolve, and its impl type and name when it is a method.
     canonical: String,
     method: Option<(String, String)>,
@@ -550,6 +553,40 @@ impl<'a, 'c> Walker<'a, 'c> {
 
     fn set_use(&mut self, e: &'a Expr, u: Use<'a>) {
         self.pending.push((e as *const Expr, u));
+    }
+
+    /// `pool.acquire().await?`, `self.pool.get().await.unwrap()`: a call a pack lists as lending
+    /// a pool's connection, on a receiver of that pool's type.
+    fn is_checkout(&self, e: &Expr) -> bool {
+        let mut e = e;
+        loop {
+            e = match e {
+                Expr::Try(t) => &t.expr,
+                Expr::Await(a) => &a.base,
+                Expr::Paren(p) => &p.expr,
+                Expr::MethodCall(m)
+                    if matches!(
+                        m.method.to_string().as_str(),
+                        "unwrap" | "expect" | "map_err" | "context" | "with_context" | "into"
+                    ) =>
+                {
+                    &m.receiver
+                }
+                _ => break,
+            };
+        }
+        let Expr::MethodCall(m) = e else {
+            return false;
+        };
+        let Some(ty) = self.type_of(&m.receiver) else {
+            return false;
+        };
+        let call = format!("{}::{}", ty.peeled().path, m.method);
+        self.cx
+            .packs
+            .packs
+            .iter()
+            .any(|p| p.pack.checkouts.contains(&call))
     }
 
     fn take_use(&mut self, e: &Expr) -> Use<'a> {
@@ -739,6 +776,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             backend: m.backend,
             sql: m.sql,
             pool: m.pool,
+            checkout: m.checkout,
             region: Default::default(),
             via: m.via,
             via_origin: m.origin,
@@ -890,6 +928,15 @@ impl<'a, 'c> Walker<'a, 'c> {
             .map(|m| region::start_of(m.span))
             .collect();
         callbacks.sort_unstable();
+        // A lent connection handed on (returned, moved into a value or a call) or closed is no
+        // longer the pool's at the end of the function.
+        for i in self.first_site..self.out.sites.len() {
+            if let Some(n) = self.out.sites[i].checkout.clone()
+                && (self.returned.contains(&n) || summary::connection_kept(body, &n))
+            {
+                self.out.sites[i].checkout = None;
+            }
+        }
         for (idx, h) in std::mem::take(&mut self.holdings) {
             let site = &self.out.sites[idx];
             let r = region::compute_with(site.span, &h, &facts, site.pack, site.sql);
@@ -1177,6 +1224,13 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                             self.guards = self.guards.pop();
                         }
                         ty = self.type_of(&init.expr);
+                        if let Some(n) = single_name(&l.pat) {
+                            if self.is_checkout(&init.expr) {
+                                self.checkouts.insert(n);
+                            } else {
+                                self.checkouts.remove(&n);
+                            }
+                        }
                     } else if let Some(n) = single_name(&l.pat)
                         && let Some(&end) = self.block_ends.last()
                     {
