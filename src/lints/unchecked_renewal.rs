@@ -45,6 +45,9 @@ use crate::sites::{Failure, Ttl};
 /// same binding there and the connection is one the code names (see `unchecked-release`). The
 /// renewal's failure must still stop the work: the script replies 0 when the lock was lost.
 ///
+/// A renewal helper that re-expires the key its caller passes (`fn renew(&self, key: &str) {
+/// conn.expire(key, ttl) }`) is judged at each call, where the key is known to be a lock's.
+///
 /// ## Known limits
 /// A key counts as a lock's key when a lock in the same file uses it, or when its text mentions
 /// `lock`.

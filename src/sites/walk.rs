@@ -555,6 +555,19 @@ impl<'a, 'c> Walker<'a, 'c> {
         self.pending.push((e as *const Expr, u));
     }
 
+    /// A value made from a lock's names and written into `target` makes `target` one of them.
+    fn carry_into(&mut self, target: &str, mentioned: &HashSet<String>) {
+        for (i, (_, h)) in self.holdings.iter_mut().enumerate() {
+            let gone = self.rebound.get(&i);
+            if h.names
+                .iter()
+                .any(|n| mentioned.contains(n) && !gone.is_some_and(|g| g.contains(n)))
+            {
+                h.names.insert(target.to_string());
+            }
+        }
+    }
+
     /// `pool.acquire().await?`, `self.pool.get().await.unwrap()`: a call a pack lists as lending
     /// a pool's connection, on a receiver of that pool's type.
     fn is_checkout(&self, e: &Expr) -> bool {
@@ -1089,7 +1102,8 @@ impl<'a, 'c> Walker<'a, 'c> {
                 });
             }
         }
-        // A release wrapper: releases a lock its caller passes in (`fn release(&self, lock: &Lock)`).
+        // A release wrapper: releases a lock its caller passes in (`fn release(&self, lock: &Lock)`);
+        // a renewal wrapper likewise renews one (`fn renew(&self, key: &str)` running `EXPIRE`).
         if self.out.sites.len() == self.first_site
             && !self
                 .out
@@ -1097,7 +1111,10 @@ impl<'a, 'c> Walker<'a, 'c> {
                 .iter()
                 .any(|w| w.canonical == self.canonical)
             && let Some((e, held)) = self.events.iter().find_map(|e| {
-                if e.kind != crate::packs::CallKind::Release {
+                if !matches!(
+                    e.kind,
+                    crate::packs::CallKind::Release | crate::packs::CallKind::Renew
+                ) {
                     return None;
                 }
                 let sql_pack = !self.cx.packs.packs[e.pack].sql.is_empty();
@@ -1116,7 +1133,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 method: self.method.clone(),
                 via: self.info.path.clone(),
                 library,
-                kind: crate::packs::CallKind::Release,
+                kind: e.kind,
                 returns: crate::packs::Returns::Value,
                 returns_type: None,
                 scoped: false,
@@ -1166,6 +1183,25 @@ impl<'a, 'c> Walker<'a, 'c> {
         // `tokio::select!` arms aside) are comma-separated expressions.
         if let Ok(args) = mac.parse_body_with(MacroArgs::parse_terminated) {
             let args: &'a MacroArgs = self.arena.alloc(args);
+            // `write!(&mut path, "{sequence}")`: the text written into `path` carries what it
+            // was made from (a lock node's sequence number makes `path` the node's name).
+            let name = mac.path.segments.last().map(|s| s.ident.to_string());
+            if matches!(name.as_deref(), Some("write" | "writeln"))
+                && let Some(target) = args.first().and_then(written_target)
+            {
+                let mut mentioned = HashSet::new();
+                for a in args.iter().skip(1) {
+                    mentioned.extend(idents_in(a));
+                    if let Expr::Lit(syn::ExprLit {
+                        lit: syn::Lit::Str(l),
+                        ..
+                    }) = a
+                    {
+                        mentioned.extend(format_captures(&l.value()));
+                    }
+                }
+                self.carry_into(&target, &mentioned);
+            }
             for a in args.iter() {
                 self.set_use(a, Use::Escape);
                 self.visit_expr(a);
@@ -1895,6 +1931,39 @@ fn chain_root(e: &Expr) -> Option<String> {
 }
 
 /// Every identifier used as a path in an expression (locals it reads).
+/// The local a `write!` writes into: `&mut path`, `path`.
+fn written_target(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Reference(r) => written_target(&r.expr),
+        Expr::Paren(p) => written_target(&p.expr),
+        Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
+        _ => None,
+    }
+}
+
+/// The names a format string captures inline: `"{sequence}"`, `"{id:>4}"` (not `{0}`, `{}`,
+/// `{{`).
+fn format_captures(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find('{') {
+        rest = &rest[i + 1..];
+        if let Some(r) = rest.strip_prefix('{') {
+            rest = r;
+            continue;
+        }
+        let end = rest.find(['}', ':']).unwrap_or(rest.len());
+        let name = &rest[..end];
+        if name.starts_with(|c: char| c.is_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_alphanumeric() || c == '_')
+        {
+            out.push(name.to_string());
+        }
+        rest = &rest[end..];
+    }
+    out
+}
+
 pub(super) fn idents_in(e: &Expr) -> HashSet<String> {
     struct Ids(HashSet<String>);
     impl<'ast> Visit<'ast> for Ids {
@@ -1961,4 +2030,20 @@ fn variant_of(pat: &Pat) -> Option<String> {
         _ => return None,
     };
     (path.segments.len() > 1).then(|| path.segments.last().map(|s| s.ident.to_string()))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_captures;
+
+    #[test]
+    fn format_strings_capture_names_inline() {
+        assert_eq!(
+            format_captures("{prefix}{sequence:010}"),
+            ["prefix", "sequence"]
+        );
+        assert_eq!(format_captures("{{literal}} {} {0} {id:>4}"), ["id"]);
+        assert!(format_captures("no braces").is_empty());
+        assert!(format_captures("{unclosed").len() <= 1);
+    }
 }
