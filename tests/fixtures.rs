@@ -348,3 +348,71 @@ fn query_file_sql_is_in_the_cache_key() {
     std::fs::write(root.join("queries/claim.sql"), "SELECT 1").unwrap();
     assert_eq!(sites(), 0, "a cached run must see the edited SQL file");
 }
+
+/// A wrapper called only from test code: its primitive is judged in place while test sites are
+/// not reported, and at the test caller once `include-tests` turns them on. Either way each lock
+/// is judged once: `acquire_default()` over `acquire()` leaves only `acquire`'s primitive judged.
+#[test]
+fn uncalled_wrappers_are_judged_once_where_they_are() {
+    let src = Path::new("fixtures/shapes/uncalled-wrappers");
+    let dir = tempfile::tempdir().expect("tempdir");
+    for rel in [
+        "Cargo.toml",
+        "crates/locks/Cargo.toml",
+        "crates/locks/src/lib.rs",
+        "crates/app/Cargo.toml",
+        "crates/app/src/lib.rs",
+    ] {
+        let to = dir.path().join(rel);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(src.join(rel), to).unwrap();
+    }
+    let lib = std::fs::read_to_string(src.join("crates/locks/src/lib.rs")).unwrap();
+    let line_of = |needle: &str| lib.lines().position(|l| l.contains(needle)).expect(needle) + 1;
+    let (lock_job, acquire, default_call) = (
+        line_of(".arg(&key).arg(\"1\").arg(\"NX\")"),
+        line_of(".arg(\"PX\").arg(ttl_ms)"),
+        line_of("acquire(con, key, token, 10_000)"),
+    );
+    let wrapped_at = |include_tests: bool| -> Vec<(usize, bool, bool)> {
+        let config = if include_tests {
+            "include-tests = true\n"
+        } else {
+            ""
+        };
+        std::fs::write(dir.path().join("lockaudit.toml"), config).unwrap();
+        let outcome = engine::check(&settings(vec![dir.path().to_path_buf()])).expect("runs");
+        let report = &outcome.report;
+        [lock_job, acquire, default_call]
+            .into_iter()
+            .map(|line| {
+                let site = report
+                    .sites
+                    .iter()
+                    .find(|s| s.path.ends_with("locks/src/lib.rs") && s.line == line)
+                    .unwrap_or_else(|| panic!("a site at line {line}"));
+                let judged = report
+                    .active()
+                    .any(|f| f.path.ends_with("locks/src/lib.rs") && f.line == line);
+                (line, site.wrapped, judged)
+            })
+            .collect()
+    };
+    assert_eq!(
+        wrapped_at(false),
+        vec![
+            (lock_job, false, true),
+            (acquire, false, true),
+            (default_call, true, false)
+        ]
+    );
+    assert_eq!(
+        wrapped_at(true),
+        vec![
+            (lock_job, true, false),
+            (acquire, false, true),
+            (default_call, true, false)
+        ],
+        "with test sites reported, the test's call judges `lock_job`"
+    );
+}
