@@ -46,6 +46,9 @@ impl Ty {
                     | "LazyCell"
                     | "Lazy"
             ) && is_std_like(&t.path)
+                // Web frameworks' shared-state extractors deref to the state they carry
+                // (`State<AppState>`, `web::Data<AppState>`, `Extension<Arc<Locks>>`).
+                || is_extractor(&t.path)
                 // Libraries' and crates' own result aliases (`RedisResult<T>`, `anyhow::Result<T>`,
                 // `crate::Result<T>`, diesel's `QueryResult<T>`): the success type comes first.
                 || t.last_segment().ends_with("Result");
@@ -97,6 +100,23 @@ pub fn is_marker_trait(path: &syn::Path) -> bool {
 }
 
 /// `Arc`, `Option` and friends, whether written bare (prelude or imported) or fully qualified.
+/// `axum::extract::State`, `actix_web::web::Data`, `rocket::State`, …: handler arguments that
+/// deref to the application state they wrap.
+fn is_extractor(path: &str) -> bool {
+    let last = path.rsplit("::").next().unwrap_or(path);
+    matches!(last, "State" | "Data" | "Extension")
+        && [
+            "axum::",
+            "actix_web::",
+            "rocket::",
+            "poem::",
+            "salvo::",
+            "ntex::",
+        ]
+        .iter()
+        .any(|p| path.starts_with(p))
+}
+
 fn is_std_like(path: &str) -> bool {
     !path.contains("::")
         || [
@@ -126,5 +146,34 @@ impl fmt::Display for Ty {
             f.write_str(">")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Ty;
+
+    fn wrapping(path: &str, inner: Ty) -> Ty {
+        Ty {
+            path: path.into(),
+            args: vec![inner],
+        }
+    }
+
+    #[test]
+    fn framework_extractors_deref_to_their_state() {
+        let state = Ty::simple("crate::AppState");
+        for path in [
+            "axum::extract::State",
+            "axum::Extension",
+            "actix_web::web::Data",
+            "rocket::State",
+        ] {
+            let t = wrapping(path, wrapping("std::sync::Arc", state.clone()));
+            assert_eq!(t.peeled(), &state, "{path}");
+        }
+        // A type of the program's own that happens to be called `State` is what it is.
+        let own = wrapping("crate::State", state.clone());
+        assert_eq!(own.peeled(), &own);
     }
 }

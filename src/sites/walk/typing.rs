@@ -177,6 +177,22 @@ impl<'a, 'c> Walker<'a, 'c> {
                 let inner = ty.map(|t| t.peeled().clone());
                 self.bind_types(&ts.elems[0], None, inner);
             }
+            // A newtype taken apart by its own constructor: `State(state): State<AppState>`,
+            // `Json(body): Json<Req>`, `Wrapper(inner): Wrapper<T>` bind the one argument.
+            Pat::TupleStruct(ts)
+                if ts.elems.len() == 1
+                    && ty.as_ref().is_some_and(|t| {
+                        t.args.len() == 1
+                            && ts
+                                .path
+                                .segments
+                                .last()
+                                .is_some_and(|s| s.ident == t.last_segment())
+                    }) =>
+            {
+                let inner = ty.and_then(|t| t.args.into_iter().next());
+                self.bind_types(&ts.elems[0], None, inner);
+            }
             other => {
                 let mut names = Vec::new();
                 pattern_idents(other, &mut names);
