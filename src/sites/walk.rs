@@ -526,14 +526,8 @@ impl<'a, 'c> Walker<'a, 'c> {
         // unless the name it reads was rebound since (`let resp = lease_grant(..)`: `resp.id()`
         // is the lease's, not the lock's).
         if init.is_some() {
-            for (i, (_, h)) in self.holdings.iter_mut().enumerate() {
-                let gone = self.rebound.get(&i);
-                if h.names
-                    .iter()
-                    .any(|n| mentioned.contains(n) && !gone.is_some_and(|g| g.contains(n)))
-                {
-                    h.names.extend(names.iter().cloned());
-                }
+            for n in &names {
+                self.carry_into(n, &mentioned);
             }
         }
         // Locks taken before this statement no longer go by the names it rebinds.
