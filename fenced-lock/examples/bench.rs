@@ -541,6 +541,25 @@ struct RedisCtx {
     prefix: String,
 }
 
+impl RedisCtx {
+    /// The compare-and-delete release every hand-rolled lock here ends with; it must delete.
+    async fn release_cad(
+        &self,
+        conn: &mut redis::aio::MultiplexedConnection,
+        key: &str,
+        value: &str,
+    ) {
+        let n: i64 = self
+            .cad
+            .key(key)
+            .arg(value)
+            .invoke_async(conn)
+            .await
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+}
+
 /// One acquire + release. Under contention each system waits its own way:
 /// fenced-lock's bounded `acquire`, rslock's `acquire_no_guard` (retries until
 /// it gets the lock), raw `SET NX` with jittered exponential backoff.
@@ -590,14 +609,7 @@ async fn redis_op(ctx: &RedisCtx, sys: RedisLock, key: &str, contended: bool) {
                 tokio::time::sleep(backoff.mul_f64(rand::random_range(0.5..1.0))).await;
                 backoff = (backoff * 2).min(Duration::from_millis(100));
             }
-            let n: i64 = ctx
-                .cad
-                .key(&k)
-                .arg(&owner)
-                .invoke_async(&mut conn)
-                .await
-                .unwrap();
-            assert_eq!(n, 1);
+            ctx.release_cad(&mut conn, &k, &owner).await;
         }
         RedisLock::SameLua => {
             assert!(
@@ -620,14 +632,8 @@ async fn redis_op(ctx: &RedisCtx, sys: RedisLock, key: &str, contended: bool) {
                 .invoke_async(&mut conn)
                 .await
                 .unwrap();
-            let n: i64 = ctx
-                .cad
-                .key(&k)
-                .arg(format!("{owner}:{t}"))
-                .invoke_async(&mut conn)
-                .await
-                .unwrap();
-            assert_eq!(n, 1);
+            ctx.release_cad(&mut conn, &k, &format!("{owner}:{t}"))
+                .await;
         }
         RedisLock::SetNxInLua => {
             assert!(
@@ -646,14 +652,7 @@ async fn redis_op(ctx: &RedisCtx, sys: RedisLock, key: &str, contended: bool) {
                 .await
                 .unwrap();
             assert_eq!(ok, 1, "SET NX in Lua failed on a free key");
-            let n: i64 = ctx
-                .cad
-                .key(&k)
-                .arg(&owner)
-                .invoke_async(&mut conn)
-                .await
-                .unwrap();
-            assert_eq!(n, 1);
+            ctx.release_cad(&mut conn, &k, &owner).await;
         }
     }
 }
