@@ -29,6 +29,15 @@ fn settings(paths: Vec<PathBuf>) -> CheckSettings {
     }
 }
 
+/// Copies these files (relative paths) of `from` into `to`, making their folders.
+fn copy_files(from: &Path, to: &Path, rels: &[&str]) {
+    for rel in rels {
+        let dest = to.join(rel);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(from.join(rel), dest).unwrap();
+    }
+}
+
 /// (path, line) -> rules expected there.
 fn expectations(root: &Path) -> BTreeMap<(String, usize), BTreeSet<String>> {
     let mut out = BTreeMap::new();
@@ -301,11 +310,11 @@ fn a_library_is_analysed_as_itself() {
     assert_eq!(creates(dir), vec![(line, false)]);
 
     let fork = tempfile::tempdir().expect("tempdir");
-    for rel in ["src/lib.rs", "src/error.rs", "src/client/mod.rs"] {
-        let to = fork.path().join(rel);
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(dir.join(rel), to).unwrap();
-    }
+    copy_files(
+        dir,
+        fork.path(),
+        &["src/lib.rs", "src/error.rs", "src/client/mod.rs"],
+    );
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
     std::fs::write(fork.path().join("Cargo.toml"), &manifest).unwrap();
     assert_eq!(
@@ -356,17 +365,17 @@ fn query_file_sql_is_in_the_cache_key() {
 fn uncalled_wrappers_are_judged_once_where_they_are() {
     let src = Path::new("fixtures/shapes/uncalled-wrappers");
     let dir = tempfile::tempdir().expect("tempdir");
-    for rel in [
-        "Cargo.toml",
-        "crates/locks/Cargo.toml",
-        "crates/locks/src/lib.rs",
-        "crates/app/Cargo.toml",
-        "crates/app/src/lib.rs",
-    ] {
-        let to = dir.path().join(rel);
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(src.join(rel), to).unwrap();
-    }
+    copy_files(
+        src,
+        dir.path(),
+        &[
+            "Cargo.toml",
+            "crates/locks/Cargo.toml",
+            "crates/locks/src/lib.rs",
+            "crates/app/Cargo.toml",
+            "crates/app/src/lib.rs",
+        ],
+    );
     let lib = std::fs::read_to_string(src.join("crates/locks/src/lib.rs")).unwrap();
     let line_of = |needle: &str| lib.lines().position(|l| l.contains(needle)).expect(needle) + 1;
     let (lock_job, acquire, default_call) = (

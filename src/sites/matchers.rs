@@ -1664,30 +1664,9 @@ fn on_pool<'a>(
         .map(|t| t.peeled().path.clone())
         .filter(|p| pools.iter().any(|pool| pool == p));
     found.checkout = executor
-        .and_then(connection_name)
+        .and_then(super::walk::local_named)
         .filter(|n| w.checkouts.contains(n));
     found
-}
-
-/// The local an executor expression names: `conn`, `&mut conn`, `&mut *conn`, `&mut **conn`,
-/// `conn.as_mut()`.
-fn connection_name(e: &Expr) -> Option<String> {
-    match e {
-        Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
-        Expr::Reference(r) => connection_name(&r.expr),
-        Expr::Paren(p) => connection_name(&p.expr),
-        Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => connection_name(&u.expr),
-        Expr::MethodCall(m)
-            if m.args.is_empty()
-                && matches!(
-                    m.method.to_string().as_str(),
-                    "as_mut" | "deref_mut" | "as_ref" | "deref"
-                ) =>
-        {
-            connection_name(&m.receiver)
-        }
-        _ => None,
-    }
 }
 
 fn is_literal(e: &Expr) -> bool {

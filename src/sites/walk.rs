@@ -1181,7 +1181,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             // was made from (a lock node's sequence number makes `path` the node's name).
             let name = mac.path.segments.last().map(|s| s.ident.to_string());
             if matches!(name.as_deref(), Some("write" | "writeln"))
-                && let Some(target) = args.first().and_then(written_target)
+                && let Some(target) = args.first().and_then(local_named)
             {
                 let mut mentioned = HashSet::new();
                 for a in args.iter().skip(1) {
@@ -1925,12 +1925,23 @@ fn chain_root(e: &Expr) -> Option<String> {
 }
 
 /// Every identifier used as a path in an expression (locals it reads).
-/// The local a `write!` writes into: `&mut path`, `path`.
-fn written_target(e: &Expr) -> Option<String> {
+/// The local an expression names through references and derefs: `conn`, `&mut conn`,
+/// `&mut *conn`, `&mut **conn`, `conn.as_mut()` (an executor, the target of a `write!`).
+pub(super) fn local_named(e: &Expr) -> Option<String> {
     match e {
-        Expr::Reference(r) => written_target(&r.expr),
-        Expr::Paren(p) => written_target(&p.expr),
         Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
+        Expr::Reference(r) => local_named(&r.expr),
+        Expr::Paren(p) => local_named(&p.expr),
+        Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => local_named(&u.expr),
+        Expr::MethodCall(m)
+            if m.args.is_empty()
+                && matches!(
+                    m.method.to_string().as_str(),
+                    "as_mut" | "deref_mut" | "as_ref" | "deref"
+                ) =>
+        {
+            local_named(&m.receiver)
+        }
         _ => None,
     }
 }
