@@ -229,6 +229,15 @@ pub fn interesting_names<'a>(
                     names.insert(last(path));
                 }
             }
+            // A variant that carries one makes its enum carry it too (`Store::Redis(client)`).
+            for (path, fields) in &f.variants {
+                if fields.iter().any(|(_, t)| hits(t, &names))
+                    && let Some((owner, _)) = path.rsplit_once("::")
+                {
+                    names.insert(last(path));
+                    names.insert(last(owner));
+                }
+            }
             for (path, _, t) in &f.aliases {
                 if hits(t, &names) {
                     names.insert(last(path));

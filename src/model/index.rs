@@ -38,6 +38,11 @@ pub struct FileIndex {
     /// Redis Functions registered by Lua libraries whose text is in this file (a string or an
     /// `include_str!`): name -> what it does to a key, and whether it compares with an argument.
     pub lua_functions: Vec<(String, super::lua::Effect, bool)>,
+    /// Enum variants with fields, keyed `<enum path>::<Variant>` like a struct (tuple fields are
+    /// named `0`, `1`, …): a pattern `Store::Redis(s)` binds `s` to the variant's field type.
+    pub variants: Vec<(String, Vec<(String, Ty)>)>,
+    /// Every variant's path, fields or not (`crate::a::Action::Hold`).
+    pub variant_names: Vec<String>,
 }
 
 /// `include_str!(..)` inside a constant's initialiser (`Script::new(include_str!("lock.lua"))`,
@@ -234,6 +239,8 @@ impl FileIndex {
                 const_types,
                 traits,
                 lua_functions,
+                variants,
+                variant_names,
             } = p;
             out.structs.extend(structs);
             out.aliases.extend(aliases);
@@ -246,6 +253,8 @@ impl FileIndex {
             out.const_types.extend(const_types);
             out.traits.extend(traits);
             out.lua_functions.extend(lua_functions);
+            out.variants.extend(variants);
+            out.variant_names.extend(variant_names);
         }
         fn dedup<T: Clone + Eq + std::hash::Hash>(v: &mut Vec<T>) {
             let mut seen = std::collections::HashSet::new();
@@ -297,6 +306,31 @@ impl FileIndex {
                         .collect();
                     self.structs.push((path, fields));
                 }
+                syn::Item::Enum(en) => {
+                    // The enum is a type of the crate like a struct (its methods, `Self`, a
+                    // field of its type resolve through it); its variants carry the fields.
+                    self.structs
+                        .push((format!("{module}::{}", en.ident), Vec::new()));
+                    let bounds = generic_bounds(&en.generics, imports, &known);
+                    for v in &en.variants {
+                        let fields: Vec<(String, Ty)> = v
+                            .fields
+                            .iter()
+                            .enumerate()
+                            .filter_map(|(i, f)| {
+                                let name =
+                                    f.ident.as_ref().map_or(i.to_string(), |id| id.to_string());
+                                ty_of(&f.ty, imports, None)
+                                    .map(|t| (name, substitute_bounds(t, &bounds)))
+                            })
+                            .collect();
+                        let path = format!("{module}::{}::{}", en.ident, v.ident);
+                        self.variant_names.push(path.clone());
+                        if !fields.is_empty() {
+                            self.variants.push((path, fields));
+                        }
+                    }
+                }
                 syn::Item::Type(t) => {
                     if let Some(ty) = ty_of(&t.ty, imports, None) {
                         let params = t
@@ -313,7 +347,21 @@ impl FileIndex {
                         self.fns.push((format!("{module}::{}", f.sig.ident), ret));
                     }
                 }
-                syn::Item::Trait(t) => self.traits.push(format!("{module}::{}", t.ident)),
+                syn::Item::Trait(t) => {
+                    let path = format!("{module}::{}", t.ident);
+                    // What a method returns, for calls through the trait (`dyn Store`, `T:
+                    // Store`): `store.get_conn()?.set(..)` types the connection.
+                    for it in &t.items {
+                        // `Self` and its associated types are the implementor's: unknown here.
+                        if let syn::TraitItem::Fn(f) = it
+                            && !names_self(&f.sig.output)
+                            && let Some(ret) = ret_ty(&f.sig, imports, None)
+                        {
+                            self.fns.push((format!("{path}::{}", f.sig.ident), ret));
+                        }
+                    }
+                    self.traits.push(path);
+                }
                 // `lazy_static! { static ref LOCK: Script = Script::new(".."); }`: statics.
                 syn::Item::Macro(m)
                     if m.mac
@@ -401,6 +449,17 @@ impl FileIndex {
                 _ => {}
             }
         }
+    }
+}
+
+/// Does a return type mention `Self` (`Self`, `Self::Connection`, `Box<Self>`)?
+fn names_self(ret: &syn::ReturnType) -> bool {
+    match ret {
+        syn::ReturnType::Default => false,
+        syn::ReturnType::Type(_, t) => quote::ToTokens::to_token_stream(t)
+            .into_iter()
+            .any(|tt| matches!(&tt, proc_macro2::TokenTree::Ident(i) if i == "Self")
+                || matches!(&tt, proc_macro2::TokenTree::Group(g) if g.stream().to_string().contains("Self"))),
     }
 }
 
@@ -536,6 +595,9 @@ pub struct CrateIndex {
     const_types: HashMap<String, Ty>,
     traits: std::collections::HashSet<String>,
     lua_functions: HashMap<String, (super::lua::Effect, bool)>,
+    /// Enum variant path -> its fields (see [`FileIndex::variants`]).
+    variants: HashMap<String, HashMap<String, Ty>>,
+    variant_names: std::collections::HashSet<String>,
 }
 
 impl CrateIndex {
@@ -548,6 +610,13 @@ impl CrateIndex {
             for (path, fields) in f.structs {
                 idx.add_simple(&path);
                 idx.structs.insert(path, fields.into_iter().collect());
+            }
+            // Variants answer field questions only: they are not items a name resolves to.
+            idx.variant_names.extend(f.variant_names);
+            for (path, fields) in f.variants {
+                idx.variants
+                    .entry(path)
+                    .or_insert_with(|| fields.into_iter().collect());
             }
             for (path, params, ty) in f.aliases {
                 idx.add_simple(&path);
@@ -708,10 +777,28 @@ impl CrateIndex {
         }
     }
 
+    /// The enum whose variant `t` names (`crate::a::Store::Redis` -> `crate::a::Store`).
+    pub fn variant_enum(&self, t: &Ty) -> Option<Ty> {
+        let (owner, _) = t.path.rsplit_once("::")?;
+        let owner = self.normalize(&Ty::simple(owner.to_string()));
+        let variant = format!("{}::{}", owner.path, t.path.rsplit("::").next()?);
+        (self.variant_names.contains(&variant)).then_some(owner)
+    }
+
+    /// Is `owner` a struct or enum variant of this crate with fields?
+    pub fn has_fields(&self, owner: &Ty) -> bool {
+        let owner = self.normalize(owner);
+        self.structs
+            .get(&owner.path)
+            .or_else(|| self.variants.get(&owner.path))
+            .is_some_and(|f| !f.is_empty())
+    }
+
     pub fn field(&self, owner: &Ty, field: &str) -> Option<Ty> {
         let owner = self.normalize(owner);
         self.structs
-            .get(&owner.path)?
+            .get(&owner.path)
+            .or_else(|| self.variants.get(&owner.path))?
             .get(field)
             .map(|t| self.normalize(t))
     }
@@ -895,6 +982,27 @@ impl CrateView {
                 out
             }
             None => Ty { path, args },
+        }
+    }
+
+    pub fn variant_enum(&self, t: &Ty) -> Option<Ty> {
+        let t = Ty {
+            path: self.own_path(t.path.clone()),
+            args: Vec::new(),
+        };
+        match self.dep_of(&t.path) {
+            Some((name, view, inner)) => view
+                .variant_enum(&Ty::simple(inner))
+                .map(|e| reroot_ty(&e, name)),
+            None => self.own.variant_enum(&t).map(|e| self.normalize(&e)),
+        }
+    }
+
+    pub fn has_fields(&self, owner: &Ty) -> bool {
+        let owner = self.normalize(owner);
+        match self.dep_of(&owner.path) {
+            Some((_, view, inner)) => view.has_fields(&Ty::simple(inner)),
+            None => self.own.has_fields(&owner),
         }
     }
 

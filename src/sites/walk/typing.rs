@@ -193,6 +193,36 @@ impl<'a, 'c> Walker<'a, 'c> {
                 let inner = ty.and_then(|t| t.args.into_iter().next());
                 self.bind_types(&ts.elems[0], None, inner);
             }
+            // An enum variant or a struct taken apart by its path (`Store::Redis(s)`,
+            // `Self::Etcd(client)`, `Locker(inner)`, `Conn { pool, .. }`): each name gets the
+            // field's type, from the index.
+            Pat::TupleStruct(ts) => {
+                let owner = self.pattern_owner(&ts.path, ty.as_ref());
+                for (i, el) in ts.elems.iter().enumerate() {
+                    // After a `..` the positions are no longer the fields'.
+                    if matches!(el, Pat::Rest(_)) {
+                        for rest in ts.elems.iter().skip(i + 1) {
+                            self.bind_types(rest, None, None);
+                        }
+                        break;
+                    }
+                    let t = owner
+                        .as_ref()
+                        .and_then(|o| self.field_of(o, &i.to_string()));
+                    self.bind_types(el, None, t);
+                }
+            }
+            Pat::Struct(ps) => {
+                let owner = self.pattern_owner(&ps.path, ty.as_ref());
+                for fp in &ps.fields {
+                    let name = match &fp.member {
+                        syn::Member::Named(n) => n.to_string(),
+                        syn::Member::Unnamed(i) => i.index.to_string(),
+                    };
+                    let t = owner.as_ref().and_then(|o| self.field_of(o, &name));
+                    self.bind_types(&fp.pat, None, t);
+                }
+            }
             other => {
                 let mut names = Vec::new();
                 pattern_idents(other, &mut names);
@@ -213,6 +243,51 @@ impl<'a, 'c> Walker<'a, 'c> {
                 }
             }
         }
+    }
+
+    /// The struct or enum variant a pattern's path names: resolved through the imports
+    /// (`Self::A` through the impl's type), or, for a bare variant name, under the matched
+    /// value's type (`A(x)` matched against a `Store`).
+    fn pattern_owner(&self, path: &syn::Path, matched: Option<&Ty>) -> Option<Ty> {
+        let as_type = |p: syn::Path| {
+            self.ty_of_type(&syn::Type::Path(syn::TypePath {
+                qself: None,
+                path: p,
+            }))
+        };
+        // A struct by its own path (`Locker(inner)`, `Conn { pool, .. }`).
+        if let Some(t) = as_type(path.clone())
+            && self.cx.index.has_fields(&t)
+        {
+            return Some(t);
+        }
+        let last = path.segments.last()?.ident.to_string();
+        // A variant under its enum's path (`Store::Redis(s)`, `Self::Etcd(c)`).
+        if path.segments.len() > 1 {
+            let parent = syn::Path {
+                leading_colon: path.leading_colon,
+                segments: path
+                    .segments
+                    .iter()
+                    .take(path.segments.len() - 1)
+                    .cloned()
+                    .collect(),
+            };
+            if let Some(e) = as_type(parent) {
+                let under = Ty::simple(format!("{}::{last}", e.path));
+                if self.cx.index.has_fields(&under) {
+                    return Some(under);
+                }
+            }
+        }
+        // A bare variant name matched against a value of the enum's type.
+        let enum_ty = matched?.peeled();
+        let under = Ty::simple(format!("{}::{last}", enum_ty.path));
+        self.cx.index.has_fields(&under).then_some(under)
+    }
+
+    fn field_of(&self, owner: &Ty, field: &str) -> Option<Ty> {
+        self.cx.index.field(owner, field)
     }
 
     /// The type of an expression, as far as annotations, constructors and packs tell.
@@ -278,7 +353,11 @@ impl<'a, 'c> Walker<'a, 'c> {
             Expr::Try(t) => rec(&t.expr),
             Expr::Await(a) => rec(&a.base),
             Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => rec(&u.expr),
-            Expr::Struct(s) => Some(Ty::simple(self.resolve(&s.path))),
+            // A variant built (`LockAction::Hold { .. }`) is a value of its enum.
+            Expr::Struct(s) => {
+                let t = Ty::simple(self.resolve(&s.path));
+                Some(self.cx.index.variant_enum(&t).unwrap_or(t))
+            }
             Expr::Block(b) => match b.block.stmts.last() {
                 Some(Stmt::Expr(x, None)) => rec(x),
                 _ => None,
@@ -324,6 +403,12 @@ impl<'a, 'c> Walker<'a, 'c> {
                         | "context"
                         | "with_context"
                         | "map_err"
+                        | "ok_or"
+                        | "ok_or_else"
+                        | "change_context"
+                        | "attach_printable"
+                        | "wrap_err"
+                        | "wrap_err_with"
                 ) {
                     return recv;
                 }
@@ -350,7 +435,26 @@ impl<'a, 'c> Walker<'a, 'c> {
                         .packs
                         .type_of_path(parent)
                         .map_or(parent.to_string(), |(_, p)| p.clone());
-                    return Some(Ty::simple(canon));
+                    // A turbofish on the type names its arguments (`Api::<Lease>::namespaced`).
+                    let args = f
+                        .path
+                        .segments
+                        .iter()
+                        .rev()
+                        .nth(1)
+                        .map(|seg| match &seg.arguments {
+                            syn::PathArguments::AngleBracketed(a) => a
+                                .args
+                                .iter()
+                                .filter_map(|g| match g {
+                                    syn::GenericArgument::Type(t) => self.ty_of_type(t),
+                                    _ => None,
+                                })
+                                .collect(),
+                            _ => Vec::new(),
+                        })
+                        .unwrap_or_default();
+                    return Some(Ty { path: canon, args });
                 }
                 let parent_last = parent.rsplit("::").next().unwrap_or(parent);
                 match (parent_last, last) {
@@ -367,6 +471,10 @@ impl<'a, 'c> Walker<'a, 'c> {
                     _ => {}
                 }
                 if let Some(t) = matchers::pack_fn_return_type(self, &path) {
+                    return Some(t);
+                }
+                // A tuple variant built (`Store::Redis(client)`) is a value of its enum.
+                if let Some(t) = self.cx.index.variant_enum(&Ty::simple(path.clone())) {
                     return Some(t);
                 }
                 self.cx.index.fn_return(&path)
