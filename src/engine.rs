@@ -380,15 +380,16 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
                 // A function first seen releasing (its acquire's wrapper was not known yet) is
                 // seen acquiring once it is: the acquisition replaces it. Only that way round,
                 // so each function changes at most once and the rounds end.
+                // A wrapper is a function of one library: a helper over two backends is one
+                // wrapper of each (see `sites::walk`).
                 let known = wrappers.get(root).is_some_and(|ws| {
                     ws.iter().any(|k| {
-                        k.canonical == w.canonical
-                            && (k.kind.is_acquisition() || !w.kind.is_acquisition())
+                        k.same_function(w) && (k.kind.is_acquisition() || !w.kind.is_acquisition())
                     })
                 });
                 let listed = found
                     .get(root)
-                    .is_some_and(|ws| ws.iter().any(|k| k.canonical == w.canonical));
+                    .is_some_and(|ws| ws.iter().any(|k| k.same_function(w)));
                 if !known && !listed {
                     let mut w = w.clone();
                     w.origin = Some(origin_of(root, &w.canonical));
@@ -425,7 +426,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         }
         for (root, ws) in &found {
             let known = wrappers.entry(root.clone()).or_default();
-            known.retain(|k| !ws.iter().any(|w| w.canonical == k.canonical));
+            known.retain(|k| !ws.iter().any(|w| w.same_function(k)));
             known.extend(ws.iter().cloned());
         }
         // Who can call the new wrappers: their crate, and the crates that depend on it (and
@@ -678,7 +679,7 @@ fn expand_through_traits(
     }
     for (root, w) in more {
         let dup = |ws: Option<&Vec<WrapperCandidate>>| {
-            ws.is_some_and(|ws| ws.iter().any(|k| k.canonical == w.canonical))
+            ws.is_some_and(|ws| ws.iter().any(|k| k.same_function(&w)))
         };
         if !dup(known.get(&root)) && !dup(found.get(&root)) {
             found.entry(root).or_default().push(w);

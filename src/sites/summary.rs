@@ -385,9 +385,15 @@ pub(super) fn works_after(body: &syn::Block, from: Pos, lock: &HashSet<String>) 
             }
             match e {
                 Expr::Call(c) => {
-                    // A tuple variant or struct (`MyError::Locked(key)`) is built, not run.
+                    // A tuple variant or struct (`MyError::Locked(key)`) is built, not run; a
+                    // call made only of the lock's own value (`String::from_utf8_lossy(
+                    // resp.key())`) reads the reply, as a method on it does.
+                    let names: HashSet<String> =
+                        c.args.iter().flat_map(super::walk::idents_in).collect();
+                    let of_lock = !names.is_empty() && names.iter().all(|n| self.lock.contains(n));
                     if let Expr::Path(p) = &*c.func
                         && let Some(last) = p.path.segments.last()
+                        && !of_lock
                         && !PLUMBING_FNS.contains(&last.ident.to_string().as_str())
                         && !last
                             .ident
@@ -401,7 +407,12 @@ pub(super) fn works_after(body: &syn::Block, from: Pos, lock: &HashSet<String>) 
                 }
                 Expr::MethodCall(m) => {
                     let on_lock = chain_root(&m.receiver).is_some_and(|r| self.lock.contains(&r));
+                    // Bookkeeping in the receiver's own state (`self.state.store(1, SeqCst)`,
+                    // `self.held.insert(key)`) records the acquisition; it is not the work.
+                    let bookkeeping = is_self_field(&m.receiver)
+                        && STATE_METHODS.contains(&m.method.to_string().as_str());
                     if !on_lock
+                        && !bookkeeping
                         && !PLUMBING_METHODS.contains(&m.method.to_string().as_str())
                         && self.after(Span::of(&m.method))
                     {
@@ -475,7 +486,30 @@ const PLUMBING_FNS: &[&str] = &[
     "default",
     "drop",
 ];
+/// What a field of `self` that records state is told (atomics, flags, sets of held keys).
+const STATE_METHODS: &[&str] = &[
+    "store",
+    "fetch_add",
+    "fetch_sub",
+    "fetch_or",
+    "fetch_and",
+    "fetch_max",
+    "swap",
+    "compare_exchange",
+    "insert",
+    "remove",
+    "set",
+    "replace",
+    "take",
+    "push",
+    "send",
+    "send_replace",
+];
 const PLUMBING_METHODS: &[&str] = &[
+    "contains",
+    "starts_with",
+    "ends_with",
+    "is_empty",
     "is_some",
     "is_none",
     "is_ok",
@@ -841,6 +875,28 @@ mod tests {
         )
         .unwrap();
         assert!(!works_after(&f.block, (2, 30), &set(&["resp"])));
+    }
+
+    #[test]
+    fn bookkeeping_after_the_acquisition_is_no_work() {
+        let lock = set(&["resp"]);
+        // A free function over the reply only, state flags in `self`, a failure arm's checks.
+        let f: syn::ItemFn = syn::parse_str(
+            "fn f() {\n let resp = acquire();\n self.id = String::from_utf8_lossy(resp.key()).to_string();\n self.state.store(1, Ordering::SeqCst);\n if !err.to_string().contains(\"timeout\") { return Err(e); }\n Ok(())\n}",
+        )
+        .unwrap();
+        assert!(!works_after(&f.block, (2, 30), &lock));
+        // The same method on something that is not the receiver's state is work.
+        let f: syn::ItemFn = syn::parse_str(
+            "fn f() {\n let resp = acquire();\n object_store.store(1, data);\n Ok(())\n}",
+        )
+        .unwrap();
+        assert!(works_after(&f.block, (2, 30), &lock));
+        // A free function over anything else is work.
+        let f: syn::ItemFn =
+            syn::parse_str("fn f() {\n let resp = acquire();\n upload(resp, rows);\n Ok(())\n}")
+                .unwrap();
+        assert!(works_after(&f.block, (2, 30), &lock));
     }
 
     #[test]

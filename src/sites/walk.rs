@@ -229,6 +229,8 @@ fn analyze_fn<'a>(
         in_return: 0,
         returned: HashSet::new(),
         returned_sites: Vec::new(),
+        value_exprs: HashSet::new(),
+        scoped_results: HashSet::new(),
         arms: Vec::new(),
         site_arms: HashMap::new(),
         callables: HashSet::new(),
@@ -417,6 +419,13 @@ pub(super) struct Walker<'a, 'c> {
     returned: HashSet<String>,
     /// Sites whose value is returned directly.
     returned_sites: Vec<usize>,
+    /// The expressions whose value is the function's: the tail expression, or each branch's
+    /// value when the tail is an `if`, a `match` or a block (every arm returns, not only the
+    /// last one).
+    value_exprs: HashSet<*const Expr>,
+    /// Scoped wrapper calls that run work of their own: their value is the work's result, never
+    /// the lock, whatever name it is bound to before it is returned.
+    scoped_results: HashSet<usize>,
     /// The `match` arms being walked whose scrutinee is a plain name: (name, the variant the
     /// arm's pattern names), innermost last.
     arms: Vec<(String, String)>,
@@ -734,6 +743,9 @@ impl<'a, 'c> Walker<'a, 'c> {
         {
             self.returned_sites.push(self.out.sites.len());
         }
+        if scoped_call && !forwards_work {
+            self.scoped_results.insert(self.out.sites.len());
+        }
         if self.closure_depth > 0 {
             self.in_closures.insert(region::start_of(m.span));
         }
@@ -956,18 +968,22 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .get(&region::start_of(site.span))
                     .is_some_and(|k| k.iter().any(|n| n != "self" && self.returned.contains(n)));
             let returned = self.returned_sites.contains(&idx)
-                || h.names.iter().any(|n| self.returned.contains(n))
-                || key_returned;
+                || (!self.scoped_results.contains(&idx)
+                    && (h.names.iter().any(|n| self.returned.contains(n)) || key_returned));
             let scoped = callbacks
                 .get(callbacks.partition_point(|&p| p <= r.start))
                 .is_some_and(|&p| p <= r.end);
             self.out.sites[idx].region = r;
+            // One wrapper per library: a helper that takes the lock from one backend or
+            // another (`match backend { Redis => .., Etcd => .. }`) is a wrapper of each, so
+            // its release helper, also of each, pairs with it whichever is named first.
+            let library = &self.out.sites[idx].library;
             if (returned || scoped)
                 && !self
                     .out
                     .wrappers
                     .iter()
-                    .any(|w| w.canonical == self.canonical)
+                    .any(|w| w.canonical == self.canonical && &w.library == library)
             {
                 let pipeline = self.pipe_via(flow.as_ref(), idx);
                 let in_place = self.cx.judged_in_place(self.out.sites[idx].span);
@@ -1098,28 +1114,46 @@ impl<'a, 'c> Walker<'a, 'c> {
         }
         // A release wrapper: releases a lock its caller passes in (`fn release(&self, lock: &Lock)`);
         // a renewal wrapper likewise renews one (`fn renew(&self, key: &str)` running `EXPIRE`).
-        if self.out.sites.len() == self.first_site
+        // One per library, as for acquisitions: `match backend { Etcd(l) => l.unlock(), Redis(l)
+        // => l.unlock() }` releases the lock of either.
+        let releases: Vec<(usize, Option<summary::Held>)> = if self.out.sites.len()
+            == self.first_site
             && !self
                 .out
                 .wrappers
                 .iter()
                 .any(|w| w.canonical == self.canonical)
-            && let Some((e, held)) = self.events.iter().find_map(|e| {
-                if !matches!(
-                    e.kind,
-                    crate::packs::CallKind::Release | crate::packs::CallKind::Renew
-                ) {
-                    return None;
-                }
-                let sql_pack = !self.cx.packs.packs[e.pack].sql.is_empty();
-                let key = self.key_names.get(&region::start_of(e.span));
-                let held = flow
-                    .as_ref()
-                    .and_then(|f| summary::released(f, e, key, sql_pack));
-                (held.is_some() || e.mentions.iter().any(|m| self.params.contains(m)))
-                    .then_some((e, held))
-            })
         {
+            let mut seen = HashSet::new();
+            self.events
+                .iter()
+                .enumerate()
+                .filter_map(|(i, e)| {
+                    if !matches!(
+                        e.kind,
+                        crate::packs::CallKind::Release | crate::packs::CallKind::Renew
+                    ) || seen.contains(&e.pack)
+                    {
+                        return None;
+                    }
+                    let sql_pack = !self.cx.packs.packs[e.pack].sql.is_empty();
+                    let key = self.key_names.get(&region::start_of(e.span));
+                    let held = flow
+                        .as_ref()
+                        .and_then(|f| summary::released(f, e, key, sql_pack));
+                    (held.is_some() || e.mentions.iter().any(|m| self.params.contains(m))).then(
+                        || {
+                            seen.insert(e.pack);
+                            (i, held)
+                        },
+                    )
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        for (i, held) in releases {
+            let e = &self.events[i];
             let library = self.cx.packs.packs[e.pack].pack.name.clone();
             let key_arg = summary::key_arg(held.as_ref());
             self.out.wrappers.push(super::WrapperCandidate {
@@ -1279,16 +1313,9 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                             Use::Escape
                         },
                     );
-                    let value_tail = tail_of_fn
-                        && !matches!(
-                            e,
-                            Expr::If(_)
-                                | Expr::Match(_)
-                                | Expr::Block(_)
-                                | Expr::Loop(_)
-                                | Expr::While(_)
-                                | Expr::ForLoop(_)
-                        );
+                    if tail_of_fn {
+                        value_leaves(e, &mut self.value_exprs, 0);
+                    }
                     if tail_of_fn {
                         self.escape_if_name(e);
                         self.returned.extend(returned_names(e));
@@ -1297,16 +1324,10 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                             self.value_loop = Some(Span::of(e));
                         }
                     }
-                    if value_tail {
-                        self.in_return += 1;
-                    }
                     if semi.is_some() {
                         self.note_added_args(e);
                     }
                     self.visit_expr(e);
-                    if value_tail {
-                        self.in_return -= 1;
-                    }
                 }
                 Stmt::Item(syn::Item::Fn(f)) => {
                     let path = format!("{}::{}", self.info.path, f.sig.ident);
@@ -1352,6 +1373,28 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
     }
 
     fn visit_expr(&mut self, e: &'a Expr) {
+        let value = !self.value_exprs.is_empty() && self.value_exprs.contains(&(e as *const Expr));
+        if value {
+            self.in_return += 1;
+        }
+        self.visit_expr_inner(e);
+        if value {
+            self.in_return -= 1;
+        }
+    }
+
+    // Nested items are analysed as functions of their own (see `visit_block`); the generic visitor
+    // must not walk into them with this function's scope.
+    fn visit_item(&mut self, _: &'a syn::Item) {}
+}
+
+/// How deeply the walk may recurse (blocks and expressions, nested functions included). Files
+/// are refused before parsing when they nest past `lex::MAX_NESTING`, which keeps walks far below
+/// this; it is the walk's own guard should that estimate ever fall short.
+const MAX_WALK_DEPTH: usize = 4 * crate::lex::MAX_NESTING;
+
+impl<'a> Walker<'a, '_> {
+    fn visit_expr_inner(&mut self, e: &'a Expr) {
         if !self.enter() {
             return;
         }
@@ -1653,17 +1696,6 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
         self.out.depth -= 1;
     }
 
-    // Nested items are analysed as functions of their own (see `visit_block`); the generic visitor
-    // must not walk into them with this function's scope.
-    fn visit_item(&mut self, _: &'a syn::Item) {}
-}
-
-/// How deeply the walk may recurse (blocks and expressions, nested functions included). Files
-/// are refused before parsing when they nest past `lex::MAX_NESTING`, which keeps walks far below
-/// this; it is the walk's own guard should that estimate ever fall short.
-const MAX_WALK_DEPTH: usize = 4 * crate::lex::MAX_NESTING;
-
-impl<'a> Walker<'a, '_> {
     /// A site's lock names, with the pipeline that carries its command: running the pipeline is
     /// part of the acquisition, not work after it.
     fn names_with_pipeline(&self, names: &HashSet<String>, idx: usize) -> HashSet<String> {
@@ -1851,6 +1883,37 @@ fn shared_clone_of(e: &Expr) -> Option<String> {
 
 /// The locals whose values an expression hands back (`Ok(Holder { lock })` -> `lock`), looking
 /// through calls, structs and the tails of `if`/`match`/blocks, not into conditions or statements.
+/// The expressions that are `e`'s value: `e` itself, or, through `if`, `match` and blocks, the
+/// value of each branch. Loops are left out: their value is what they `break` with.
+fn value_leaves(e: &Expr, out: &mut HashSet<*const Expr>, depth: usize) {
+    if depth > 64 {
+        return;
+    }
+    let tail = |b: &syn::Block, out: &mut HashSet<*const Expr>| {
+        if let Some(Stmt::Expr(x, None)) = b.stmts.last() {
+            value_leaves(x, out, depth + 1);
+        }
+    };
+    match e {
+        Expr::If(i) => {
+            tail(&i.then_branch, out);
+            if let Some((_, els)) = &i.else_branch {
+                value_leaves(els, out, depth + 1);
+            }
+        }
+        Expr::Match(m) => m
+            .arms
+            .iter()
+            .for_each(|a| value_leaves(&a.body, out, depth + 1)),
+        Expr::Block(b) => tail(&b.block, out),
+        Expr::Paren(p) => value_leaves(&p.expr, out, depth + 1),
+        Expr::Loop(_) | Expr::While(_) | Expr::ForLoop(_) => {}
+        other => {
+            out.insert(other as *const Expr);
+        }
+    }
+}
+
 fn returned_names(e: &Expr) -> HashSet<String> {
     let mut out = HashSet::new();
     let tail = |b: &syn::Block| match b.stmts.last() {
