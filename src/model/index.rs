@@ -454,12 +454,16 @@ impl FileIndex {
 
 /// Does a return type mention `Self` (`Self`, `Self::Connection`, `Box<Self>`)?
 fn names_self(ret: &syn::ReturnType) -> bool {
+    fn in_stream(ts: proc_macro2::TokenStream) -> bool {
+        ts.into_iter().any(|tt| match tt {
+            proc_macro2::TokenTree::Ident(i) => i == "Self",
+            proc_macro2::TokenTree::Group(g) => in_stream(g.stream()),
+            _ => false,
+        })
+    }
     match ret {
         syn::ReturnType::Default => false,
-        syn::ReturnType::Type(_, t) => quote::ToTokens::to_token_stream(t)
-            .into_iter()
-            .any(|tt| matches!(&tt, proc_macro2::TokenTree::Ident(i) if i == "Self")
-                || matches!(&tt, proc_macro2::TokenTree::Group(g) if g.stream().to_string().contains("Self"))),
+        syn::ReturnType::Type(_, t) => in_stream(quote::ToTokens::to_token_stream(t)),
     }
 }
 

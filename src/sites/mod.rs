@@ -205,9 +205,7 @@ impl WrapperCandidate {
     pub fn same_function(&self, other: &WrapperCandidate) -> bool {
         self.canonical == other.canonical && self.library == other.library
     }
-}
 
-impl WrapperCandidate {
     /// The wrapper as code in a crate that names its crate `name` calls it.
     pub fn seen_as(&self, name: &str) -> WrapperCandidate {
         let mut w = self.map_paths(|p| match p.strip_prefix("crate::") {
