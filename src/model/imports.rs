@@ -17,6 +17,10 @@ pub struct Imports {
     globs: Vec<String>,
     /// Child modules declared in this module (`mod x;` / `mod x { … }`), for 2018-style relative paths.
     child_modules: Vec<String>,
+    /// Earlier meanings of a name a later `use` replaced: feature-gated alternatives
+    /// (`#[cfg(feature = "a")] pub use a::Conn; #[cfg(feature = "b")] pub use b::Conn;`), of
+    /// which the crate index keeps the one whose target exists.
+    alternatives: Vec<(String, String)>,
 }
 
 impl Imports {
@@ -53,11 +57,19 @@ impl Imports {
                         .as_ref()
                         .map_or(name.clone(), |(_, r)| r.to_string());
                     if name != "self" {
-                        self.names.insert(local, name);
+                        self.bind_name(local, name);
                     }
                 }
                 _ => {}
             }
+        }
+    }
+
+    fn bind_name(&mut self, local: String, canon: String) {
+        if let Some(old) = self.names.insert(local.clone(), canon.clone())
+            && old != canon
+        {
+            self.alternatives.push((local, old));
         }
     }
 
@@ -73,12 +85,12 @@ impl Imports {
                     // `use a::b::{self}` imports `b`.
                     if let Some(last) = prefix.last().cloned() {
                         let canon = self.canonical_use(&prefix, leading_colon);
-                        self.names.insert(last, canon);
+                        self.bind_name(last, canon);
                     }
                 } else {
                     prefix.push(name.clone());
                     let canon = self.canonical_use(&prefix, leading_colon);
-                    self.names.insert(name, canon);
+                    self.bind_name(name, canon);
                 }
             }
             syn::UseTree::Rename(r) => {
@@ -89,7 +101,7 @@ impl Imports {
                 let canon = self.canonical_use(&prefix, leading_colon);
                 let rename = r.rename.to_string();
                 if rename != "_" {
-                    self.names.insert(rename, canon);
+                    self.bind_name(rename, canon);
                 } else {
                     // `use Trait as _` still brings the trait's methods into scope.
                     self.names.insert(format!("_ as {canon}"), canon);
@@ -226,9 +238,13 @@ impl Imports {
     /// What this module's `use` items make nameable through it, as (path through the module,
     /// canonical path): `use manager::Locks` in `crate::locks` gives `crate::locks::Locks`. Rust
     /// lets other modules name these when they are visible to them, which compiling code respects.
+    /// What this module's names stand for, as (path through the module, canonical path); a name
+    /// bound twice (feature-gated alternatives) comes once per meaning, the last `use` last.
     pub fn exports(&self) -> impl Iterator<Item = (String, String)> + '_ {
-        self.names
+        self.alternatives
             .iter()
+            .map(|(l, c)| (l, c))
+            .chain(self.names.iter())
             .filter(|(local, _)| !local.starts_with("_ as "))
             .map(|(local, canon)| (format!("{}::{local}", self.module), canon.clone()))
     }

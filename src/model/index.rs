@@ -43,6 +43,8 @@ pub struct FileIndex {
     pub variants: Vec<(String, Vec<(String, Ty)>)>,
     /// Every variant's path, fields or not (`crate::a::Action::Hold`).
     pub variant_names: Vec<String>,
+    /// `impl Deref for Type { type Target = T; }`: (type path, target).
+    pub derefs: Vec<(String, Ty)>,
 }
 
 /// `include_str!(..)` inside a constant's initialiser (`Script::new(include_str!("lock.lua"))`,
@@ -241,6 +243,7 @@ impl FileIndex {
                 lua_functions,
                 variants,
                 variant_names,
+                derefs,
             } = p;
             out.structs.extend(structs);
             out.aliases.extend(aliases);
@@ -255,6 +258,7 @@ impl FileIndex {
             out.lua_functions.extend(lua_functions);
             out.variants.extend(variants);
             out.variant_names.extend(variant_names);
+            out.derefs.extend(derefs);
         }
         fn dedup<T: Clone + Eq + std::hash::Hash>(v: &mut Vec<T>) {
             let mut seen = std::collections::HashSet::new();
@@ -406,6 +410,23 @@ impl FileIndex {
                     let Some(self_ty) = ty_of(&imp.self_ty, imports, None) else {
                         continue;
                     };
+                    // A newtype that derefs to its inner state (`impl Deref for Handler {
+                    // type Target = HandlerInner; }`): fields are looked up through it.
+                    if let Some((_, trait_path, _)) = &imp.trait_
+                        && trait_path
+                            .segments
+                            .last()
+                            .is_some_and(|s| s.ident == "Deref")
+                    {
+                        for it in &imp.items {
+                            if let syn::ImplItem::Type(t) = it
+                                && t.ident == "Target"
+                                && let Some(target) = ty_of(&t.ty, imports, Some(&self_ty))
+                            {
+                                self.derefs.push((self_ty.path.clone(), target));
+                            }
+                        }
+                    }
                     if let Some((_, trait_path, _)) = &imp.trait_ {
                         let methods = imp
                             .items
@@ -602,6 +623,7 @@ pub struct CrateIndex {
     /// Enum variant path -> its fields (see [`FileIndex::variants`]).
     variants: HashMap<String, HashMap<String, Ty>>,
     variant_names: std::collections::HashSet<String>,
+    derefs: HashMap<String, Ty>,
 }
 
 impl CrateIndex {
@@ -610,6 +632,8 @@ impl CrateIndex {
             root,
             ..Default::default()
         };
+        // A path re-exported twice (feature-gated alternatives) keeps a target that exists.
+        let mut reexport_candidates: HashMap<String, Vec<String>> = HashMap::new();
         for f in files {
             for (path, fields) in f.structs {
                 idx.add_simple(&path);
@@ -617,6 +641,7 @@ impl CrateIndex {
             }
             // Variants answer field questions only: they are not items a name resolves to.
             idx.variant_names.extend(f.variant_names);
+            idx.derefs.extend(f.derefs);
             for (path, fields) in f.variants {
                 idx.variants
                     .entry(path)
@@ -633,7 +658,12 @@ impl CrateIndex {
                 idx.add_simple(&path);
                 idx.consts.insert(path, (src, module));
             }
-            idx.reexports.extend(f.reexports);
+            for (path, target) in f.reexports {
+                let targets = reexport_candidates.entry(path).or_default();
+                if !targets.contains(&target) {
+                    targets.push(target);
+                }
+            }
             idx.glob_reexports.extend(f.glob_reexports);
             for (tr, ty, methods) in f.impls {
                 idx.impls.entry(ty).or_default().push((tr, methods));
@@ -646,6 +676,29 @@ impl CrateIndex {
                 idx.add_simple(&t);
                 idx.traits.insert(t);
             }
+        }
+        // Single targets first, so that a choice between alternatives can see them; of several,
+        // the first that names something of the crate, else the last (the one a plain map kept).
+        let (single, several): (Vec<_>, Vec<_>) = reexport_candidates
+            .into_iter()
+            .partition(|(_, targets)| targets.len() == 1);
+        for (path, mut targets) in single {
+            idx.reexports
+                .insert(path, targets.pop().expect("one target"));
+        }
+        let mut several = several;
+        several.sort_unstable();
+        for (path, targets) in several {
+            let chosen = targets
+                .iter()
+                .find(|t| {
+                    let t = idx.settle(t);
+                    idx.is_item(&t) || idx.reexports.contains_key(&t)
+                })
+                .or(targets.last())
+                .cloned()
+                .expect("at least one target");
+            idx.reexports.insert(path, chosen);
         }
         idx
     }
@@ -799,12 +852,20 @@ impl CrateIndex {
     }
 
     pub fn field(&self, owner: &Ty, field: &str) -> Option<Ty> {
-        let owner = self.normalize(owner);
-        self.structs
-            .get(&owner.path)
-            .or_else(|| self.variants.get(&owner.path))?
-            .get(field)
-            .map(|t| self.normalize(t))
+        let mut owner = self.normalize(owner);
+        // Through at most a few `Deref` newtypes (`Handler` -> `HandlerInner`).
+        for _ in 0..4 {
+            let found = self
+                .structs
+                .get(&owner.path)
+                .or_else(|| self.variants.get(&owner.path))
+                .and_then(|fields| fields.get(field));
+            if let Some(t) = found {
+                return Some(self.normalize(t));
+            }
+            owner = self.normalize(self.derefs.get(&owner.path)?.peeled());
+        }
+        None
     }
 
     pub fn fn_return(&self, path: &str) -> Option<Ty> {
