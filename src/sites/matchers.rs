@@ -148,6 +148,9 @@ pub(super) fn match_site<'a>(
                 }
                 return Some(found);
             }
+            if let Some(found) = match_command_argument(w, m) {
+                return Some(found);
+            }
             if w.cx.packs.sql_calls.contains_key(&m.method.to_string()) {
                 // `pool.execute("SELECT pg_advisory_lock(1)")`: the receiver runs it.
                 return match_sql(w, &args, Span::of(&m.method), &m.method.to_string())
@@ -938,7 +941,82 @@ fn match_from_local<'a>(
         let keys = w.builder_keys(&name);
         return script_event(w, pi, &lua, outward, Span::of(local), (keys, added));
     }
-    // The builder expression: `redis::cmd(NAME)` inside its own `.arg(..)`s.
+    if let Some((c, path)) = builder_call(w, init)
+        && let Some(&pi) = w.cx.packs.script_builders.get(&path)
+    {
+        let builder_args: Vec<&'a Expr> = c.args.iter().collect();
+        return match_script(w, pi, &builder_args, outward, Span::of(local));
+    }
+    let built = built_command(w, init, added)?;
+    // Only where it runs: the statements that add arguments are no sites.
+    let (chained, consumed) = command_args(outward);
+    let run = match outward.len().checked_sub(consumed + 1).map(|i| outward[i]) {
+        Some(Expr::MethodCall(r)) if RUNS.contains(&r.method.to_string().as_str()) => r,
+        _ => return None,
+    };
+    let mut cmd_args = built.args;
+    cmd_args.extend(chained);
+    let span = Span::join(Span::of(local), Span::of(&run.method));
+    match_named_command(w, &built.packs, built.name, cmd_args, consumed, span)
+}
+
+/// The calls that run a built command: on it (`cmd.query_async(con)`), or on a connection it is
+/// handed to (`pool.query_async(cmd)`, `con.req_packed_command(&cmd)`).
+const RUNS: &[&str] = &[
+    "query",
+    "query_async",
+    "exec",
+    "exec_async",
+    "req_packed_command",
+];
+
+/// `conn.query_async(cmd)` where `cmd` is a local bound to a command builder: the command runs
+/// here, with what the builder and the statements after it gave it.
+fn match_command_argument<'a>(
+    w: &Walker<'a, '_>,
+    m: &'a syn::ExprMethodCall,
+) -> Option<Matched<'a>> {
+    if !RUNS.contains(&m.method.to_string().as_str()) || m.args.len() != 1 {
+        return None;
+    }
+    let mut arg = &m.args[0];
+    while let Expr::Reference(r) = arg {
+        arg = &r.expr;
+    }
+    let Expr::Path(local) = arg else { return None };
+    let name = local.path.get_ident()?.to_string();
+    let (init, added) = w.builder(&name)?;
+    let built = built_command(w, init, added)?;
+    let span = Span::join(Span::of(&*m.receiver), Span::of(&m.method));
+    match_named_command(w, &built.packs, built.name, built.args, 0, span)
+}
+
+/// The call a builder expression starts from, under its `.arg(..)`s, with its resolved path.
+fn builder_call<'a>(w: &Walker<'a, '_>, init: &'a Expr) -> Option<(&'a syn::ExprCall, String)> {
+    let mut cur = init;
+    while let Expr::MethodCall(mc) = cur {
+        if mc.method != "arg" || mc.args.len() != 1 {
+            return None;
+        }
+        cur = &mc.receiver;
+    }
+    let Expr::Call(c) = cur else { return None };
+    let Expr::Path(f) = &*c.func else { return None };
+    Some((c, w.resolve(&f.path)))
+}
+
+/// A command a local's builder holds so far.
+struct Built<'a> {
+    packs: Vec<usize>,
+    name: String,
+    args: Vec<&'a Expr>,
+}
+
+/// `redis::cmd(NAME).arg(..)` or redis-rs's command constructors (`Cmd::set(k, v)`,
+/// `Cmd::set_nx(k, v)`: the method names the command, its arguments come first), with the
+/// arguments statements added after it (`added`). `None` when the builder expression alone made
+/// a site already.
+fn built_command<'a>(w: &Walker<'a, '_>, init: &'a Expr, added: &[&'a Expr]) -> Option<Built<'a>> {
     let mut own = Vec::new();
     let mut cur = init;
     while let Expr::MethodCall(mc) = cur {
@@ -948,38 +1026,35 @@ fn match_from_local<'a>(
         own.push(&mc.args[0]);
         cur = &mc.receiver;
     }
-    let Expr::Call(c) = cur else { return None };
-    let Expr::Path(f) = &*c.func else { return None };
-    let path = w.resolve(&f.path);
-    let builder_args: Vec<&'a Expr> = c.args.iter().collect();
-    if let Some(&pi) = w.cx.packs.script_builders.get(&path) {
-        return match_script(w, pi, &builder_args, outward, Span::of(local));
-    }
-    let packs = w.cx.packs.command_builders.get(&path)?;
+    let (c, path) = builder_call(w, init)?;
     if w.matched(cur) {
         return None;
     }
-    // Only where it runs: the statements that add arguments are no sites.
-    let (chained, consumed) = command_args(outward);
-    let run = match outward.len().checked_sub(consumed + 1).map(|i| outward[i]) {
-        Some(Expr::MethodCall(r))
-            if matches!(
-                r.method.to_string().as_str(),
-                "query" | "query_async" | "exec" | "exec_async"
-            ) =>
-        {
-            r
+    let (packs, name, mut args) = match w.cx.packs.command_builders.get(&path) {
+        Some(packs) => (
+            packs.clone(),
+            eval::eval_str(c.args.first()?, w)?.to_ascii_uppercase(),
+            Vec::new(),
+        ),
+        None => {
+            let (ty, method) = path.rsplit_once("::")?;
+            let root = ty
+                .strip_suffix("::cmd::Cmd")
+                .or_else(|| ty.strip_suffix("::Cmd"))?;
+            let packs = w.cx.packs.command_builders.get(&format!("{root}::cmd"))?;
+            let args: Vec<&'a Expr> = c.args.iter().collect();
+            (
+                packs.clone(),
+                method.replace('_', "").to_ascii_uppercase(),
+                args,
+            )
         }
-        _ => return None,
     };
-    let mut cmd_args = Vec::new();
     for a in own.into_iter().rev() {
-        flatten_args(a, &mut cmd_args);
+        flatten_args(a, &mut args);
     }
-    cmd_args.extend(added.iter().copied());
-    cmd_args.extend(chained);
-    let span = Span::join(Span::of(local), Span::of(&run.method));
-    match_command(w, packs, &builder_args, cmd_args, consumed, span)
+    args.extend(added.iter().copied());
+    Some(Built { packs, name, args })
 }
 
 /// `redis::cmd("SET").arg(key).arg(val).arg("NX").arg("PX").arg(30_000)`: `args` are the
@@ -993,6 +1068,17 @@ fn match_command<'a>(
     span: Span,
 ) -> Option<Matched<'a>> {
     let name = eval::eval_str(args.first()?, w)?.to_ascii_uppercase();
+    match_named_command(w, packs, name, cmd_args, consumed, span)
+}
+
+fn match_named_command<'a>(
+    w: &Walker<'a, '_>,
+    packs: &[usize],
+    name: String,
+    cmd_args: Vec<&'a Expr>,
+    consumed: usize,
+    span: Span,
+) -> Option<Matched<'a>> {
     if let Some(found) = match_script_command(w, packs, &name, &cmd_args, consumed, span) {
         return Some(found);
     }

@@ -1931,6 +1931,12 @@ fn returned_names(e: &Expr) -> HashSet<String> {
         Expr::Tuple(t) => t.elems.iter().for_each(|x| out.extend(returned_names(x))),
         Expr::Array(t) => t.elems.iter().for_each(|x| out.extend(returned_names(x))),
         Expr::Paren(p) => out.extend(returned_names(&p.expr)),
+        // A report made from the reply (`resp == SetnxReply::KeySet`, `!taken`).
+        Expr::Binary(b) => {
+            out.extend(returned_names(&b.left));
+            out.extend(returned_names(&b.right));
+        }
+        Expr::Unary(u) => out.extend(returned_names(&u.expr)),
         Expr::Reference(r) => out.extend(returned_names(&r.expr)),
         Expr::Await(a) => out.extend(returned_names(&a.base)),
         Expr::Try(t) => out.extend(returned_names(&t.expr)),

@@ -48,23 +48,30 @@ impl<'a, 'c> Walker<'a, 'c> {
     /// &self.cluster`, `cluster: Vec<I>` with `I: Instance`), also through `.iter()`.
     pub(super) fn element_type(&self, e: &Expr) -> Option<Ty> {
         let mut e = e;
+        // A map's `values()` yields its values (`for store in self.stores.values()`).
+        let mut values = false;
         while let Expr::MethodCall(m) = e
             && m.args.is_empty()
             && matches!(
                 m.method.to_string().as_str(),
-                "iter" | "iter_mut" | "into_iter"
+                "iter" | "iter_mut" | "into_iter" | "values" | "values_mut" | "into_values"
             )
         {
+            values |= m.method.to_string().contains("values");
             e = &m.receiver;
         }
         let t = self.type_of(e)?;
         let t = t.peeled();
-        matches!(
-            t.last_segment(),
-            "Vec" | "VecDeque" | "HashSet" | "BTreeSet" | "IndexSet" | "SmallVec" | "LinkedList"
-        )
-        .then(|| t.args.first().cloned())
-        .flatten()
+        match t.last_segment() {
+            "Vec" | "VecDeque" | "HashSet" | "BTreeSet" | "IndexSet" | "SmallVec"
+            | "LinkedList"
+                if !values =>
+            {
+                t.args.first().cloned()
+            }
+            "HashMap" | "BTreeMap" | "IndexMap" | "DashMap" if values => t.args.get(1).cloned(),
+            _ => None,
+        }
     }
 
     /// A type as its library names it (`deadpool_redis::redis::Client` is `redis::Client`).
