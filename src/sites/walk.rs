@@ -46,7 +46,80 @@ pub fn analyze_file_with(
 }
 
 type MacroArgs = syn::punctuated::Punctuated<Expr, syn::Token![,]>;
-type MacroArena = typed_arena::Arena<MacroArgs>;
+
+/// What macro bodies parse into, kept as long as the tree they extend: expressions, and the
+/// patterns of `select!` arms.
+struct MacroArena {
+    args: typed_arena::Arena<MacroArgs>,
+    pats: typed_arena::Arena<Pat>,
+}
+
+impl MacroArena {
+    fn new() -> MacroArena {
+        MacroArena {
+            args: typed_arena::Arena::new(),
+            pats: typed_arena::Arena::new(),
+        }
+    }
+
+    fn alloc(&self, args: MacroArgs) -> &mut MacroArgs {
+        self.args.alloc(args)
+    }
+}
+
+/// One arm of `tokio::select!` / `futures::select!`: `pat = future [, if guard] => handler`, or
+/// `else => handler` (no pattern, no future).
+struct SelectArm {
+    pat: Option<Pat>,
+    future: Option<Expr>,
+    guard: Option<Expr>,
+    handler: Expr,
+}
+
+struct SelectArms(Vec<SelectArm>);
+
+impl syn::parse::Parse for SelectArms {
+    fn parse(input: syn::parse::ParseStream<'_>) -> syn::Result<SelectArms> {
+        let mut arms = Vec::new();
+        if input.peek(syn::Ident) && input.peek2(syn::Token![;]) {
+            let word: syn::Ident = input.parse()?;
+            if word != "biased" {
+                return Err(syn::Error::new(word.span(), "expected `biased;`"));
+            }
+            input.parse::<syn::Token![;]>()?;
+        }
+        while !input.is_empty() {
+            let (pat, future, guard) = if input.peek(syn::Token![else]) {
+                input.parse::<syn::Token![else]>()?;
+                (None, None, None)
+            } else {
+                let pat = Pat::parse_multi_with_leading_vert(input)?;
+                input.parse::<syn::Token![=]>()?;
+                let future: Expr = input.parse()?;
+                let guard = if input.peek(syn::Token![,]) && input.peek2(syn::Token![if]) {
+                    input.parse::<syn::Token![,]>()?;
+                    input.parse::<syn::Token![if]>()?;
+                    Some(input.parse()?)
+                } else {
+                    None
+                };
+                (Some(pat), Some(future), guard)
+            };
+            input.parse::<syn::Token![=>]>()?;
+            let handler: Expr = input.parse()?;
+            arms.push(SelectArm {
+                pat,
+                future,
+                guard,
+                handler,
+            });
+            if input.peek(syn::Token![,]) {
+                input.parse::<syn::Token![,]>()?;
+            }
+        }
+        Ok(SelectArms(arms))
+    }
+}
 
 fn items<'a>(
     list: &'a [syn::Item],
@@ -1206,9 +1279,68 @@ impl<'a, 'c> Walker<'a, 'c> {
         }
     }
 
+    /// `tokio::select! { pat = future => handler, … }`: each arm walked as `let pat =
+    /// future.await;` followed by its handler, in a scope of its own.
+    fn visit_select(&mut self, mac: &'a syn::Macro) -> bool {
+        let Ok(SelectArms(arms)) = mac.parse_body::<SelectArms>() else {
+            return false;
+        };
+        for arm in arms {
+            let mut exprs = MacroArgs::new();
+            let has_future = arm.future.is_some();
+            let has_guard = arm.guard.is_some();
+            exprs.extend(arm.future);
+            exprs.extend(arm.guard);
+            exprs.push(arm.handler);
+            let exprs: &'a MacroArgs = self.arena.alloc(exprs);
+            let mut it = exprs.iter();
+            let future = if has_future { it.next() } else { None };
+            let guard = if has_guard { it.next() } else { None };
+            let handler = it.next().expect("every arm has a handler");
+            self.scopes.push(HashMap::new());
+            // What follows the binding is the handler: how the answer is checked is read there.
+            let after: &'a [Stmt] = match handler {
+                Expr::Block(b) => &b.block.stmts,
+                _ => &[],
+            };
+            self.rest.push(after);
+            // The arm's binding is its statement: the lock is held from the end of the future.
+            let saved_end = self.stmt_end;
+            if let Some(future) = future {
+                self.stmt_end = region::end_of(Span::of(future));
+            }
+            if let (Some(future), Some(pat)) = (future, arm.pat) {
+                let pat: &'a Pat = self.arena.pats.alloc(pat);
+                self.set_use(
+                    future,
+                    Use::Bind {
+                        pat,
+                        has_else: false,
+                    },
+                );
+                self.visit_expr(future);
+                let ty = self.type_of(future);
+                self.bind(pat, Some(future), ty);
+            }
+            if let Some(g) = guard {
+                self.visit_expr(g);
+            }
+            self.stmt_end = saved_end;
+            self.rest.pop();
+            self.set_use(handler, Use::Escape);
+            self.visit_expr(handler);
+            self.scopes.pop();
+        }
+        true
+    }
+
     fn visit_macro_args(&mut self, mac: &'a syn::Macro) {
-        // Macro bodies are token streams; most that matter (`format!`, `info!`, `assert!`,
-        // `tokio::select!` arms aside) are comma-separated expressions.
+        let name = mac.path.segments.last().map(|s| s.ident.to_string());
+        if matches!(name.as_deref(), Some("select" | "select_biased")) && self.visit_select(mac) {
+            return;
+        }
+        // Macro bodies are token streams; most that matter (`format!`, `info!`, `assert!`)
+        // are comma-separated expressions.
         if let Ok(args) = mac.parse_body_with(MacroArgs::parse_terminated) {
             let args: &'a MacroArgs = self.arena.alloc(args);
             // `write!(&mut path, "{sequence}")`: the text written into `path` carries what it
