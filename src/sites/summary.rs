@@ -409,8 +409,10 @@ pub(super) fn works_after(body: &syn::Block, from: Pos, lock: &HashSet<String>) 
                     let on_lock = chain_root(&m.receiver).is_some_and(|r| self.lock.contains(&r));
                     // Bookkeeping in the receiver's own state (`self.state.store(1, SeqCst)`,
                     // `self.held.insert(key)`) records the acquisition; it is not the work.
+                    let method = m.method.to_string();
                     let bookkeeping = is_self_field(&m.receiver)
-                        && STATE_METHODS.contains(&m.method.to_string().as_str());
+                        && STATE_METHODS.contains(&method.as_str())
+                        || is_self(&m.receiver) && CONFIRMING.iter().any(|v| method.starts_with(v));
                     if !on_lock
                         && !bookkeeping
                         && !PLUMBING_METHODS.contains(&m.method.to_string().as_str())
@@ -486,6 +488,24 @@ const PLUMBING_FNS: &[&str] = &[
     "default",
     "drop",
 ];
+/// Own methods that confirm or record an acquisition rather than use it
+/// (`self.wait_for_write_replication()`, `self.verify_owner(..)`, `self.record_acquired(..)`).
+const CONFIRMING: &[&str] = &[
+    "wait_for", "confirm", "ensure_", "check_", "verify", "validate", "record_", "log_", "mark_",
+    "notify",
+];
+
+/// `self`, `&self`, `(*self)`.
+fn is_self(e: &Expr) -> bool {
+    match e {
+        Expr::Path(p) => p.path.is_ident("self"),
+        Expr::Reference(r) => is_self(&r.expr),
+        Expr::Paren(p) => is_self(&p.expr),
+        Expr::Unary(u) => is_self(&u.expr),
+        _ => false,
+    }
+}
+
 /// What a field of `self` that records state is told (atomics, flags, sets of held keys).
 const STATE_METHODS: &[&str] = &[
     "store",
@@ -889,6 +909,18 @@ mod tests {
         // The same method on something that is not the receiver's state is work.
         let f: syn::ItemFn = syn::parse_str(
             "fn f() {\n let resp = acquire();\n object_store.store(1, data);\n Ok(())\n}",
+        )
+        .unwrap();
+        assert!(works_after(&f.block, (2, 30), &lock));
+        // An own method that confirms the acquisition (Redis WAIT for replicas) is no work; an
+        // own method that processes is.
+        let f: syn::ItemFn = syn::parse_str(
+            "fn f() {\n let resp = acquire();\n self.wait_for_write_replication().await?;\n Ok(())\n}",
+        )
+        .unwrap();
+        assert!(!works_after(&f.block, (2, 30), &lock));
+        let f: syn::ItemFn = syn::parse_str(
+            "fn f() {\n let resp = acquire();\n self.process_batch().await?;\n Ok(())\n}",
         )
         .unwrap();
         assert!(works_after(&f.block, (2, 30), &lock));
