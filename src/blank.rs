@@ -398,9 +398,16 @@ pub fn call_words(packs: &PackSet) -> Words {
     // Named by the matchers themselves: a command run from a local or in a pipeline
     // (`cmd.query(&mut c)`, `pipe.cmd("SET")`); a script runs by `invoke*` (a prefix, below).
     w.single.extend(
-        ["cmd", "query", "query_async", "exec", "exec_async"]
-            .iter()
-            .map(|s| s.to_string()),
+        [
+            "cmd",
+            "query",
+            "query_async",
+            "exec",
+            "exec_async",
+            "req_packed_command",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
     );
     w.single.retain(|x| !x.is_empty());
     w.single.sort();

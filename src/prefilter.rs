@@ -229,6 +229,10 @@ pub fn interesting_names<'a>(
                     names.insert(last(path));
                 }
             }
+            // A function that builds a command for its caller to run (`acquire_cmd(k).query(c)`).
+            for b in &f.cmd_builders {
+                names.insert(last(&b.path));
+            }
             // A variant that carries one makes its enum carry it too (`Store::Redis(client)`).
             for (path, fields) in &f.variants {
                 if fields.iter().any(|(_, t)| hits(t, &names))

@@ -45,6 +45,142 @@ pub struct FileIndex {
     pub variant_names: Vec<String>,
     /// `impl Deref for Type { type Target = T; }`: (type path, target).
     pub derefs: Vec<(String, Ty)>,
+    /// Functions that build and hand back a Redis command (see [`CmdBuilder`]).
+    pub cmd_builders: Vec<CmdBuilder>,
+}
+
+/// A function of the crate that builds a command and hands it back unrun: `fn acquire_cmd(key:
+/// &str, ms: u64) -> redis::Cmd { let mut c = redis::cmd("SET"); c.arg(key).arg("NX").arg("PX")
+/// .arg(ms); c }`. Its call runs wherever the command is run, with the caller's arguments in place
+/// of the parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CmdBuilder {
+    pub path: String,
+    pub params: Vec<String>,
+    /// The builder function it starts from, resolved (`redis::cmd`).
+    pub builder: String,
+    /// The command's name, as written (`SET`).
+    pub name: String,
+    /// Each `.arg(..)`'s source text, in order.
+    pub args: Vec<String>,
+}
+
+impl CmdBuilder {
+    /// Reads `f` as a command builder, when its body is one: the builder call with `.arg(..)`s,
+    /// as the tail expression or bound to a local that statements add to and the tail returns.
+    fn of(
+        path: String,
+        sig: &syn::Signature,
+        body: &syn::Block,
+        imports: &Imports,
+    ) -> Option<CmdBuilder> {
+        let syn::ReturnType::Type(_, ret) = &sig.output else {
+            return None;
+        };
+        let syn::Type::Path(rp) = &**ret else {
+            return None;
+        };
+        if rp.path.segments.last()?.ident != "Cmd" {
+            return None;
+        }
+        let params = sig
+            .inputs
+            .iter()
+            .filter_map(|i| match i {
+                syn::FnArg::Typed(t) => match &*t.pat {
+                    syn::Pat::Ident(id) => Some(id.ident.to_string()),
+                    _ => Some(String::new()),
+                },
+                syn::FnArg::Receiver(_) => None,
+            })
+            .collect();
+        // `X(NAME).arg(a)…`, innermost call last in `args` once reversed.
+        fn chain<'e>(mut e: &'e Expr, args: &mut Vec<&'e Expr>) -> Option<&'e syn::ExprCall> {
+            let mut own = Vec::new();
+            loop {
+                match e {
+                    Expr::MethodCall(m) if m.method == "arg" && m.args.len() == 1 => {
+                        own.push(&m.args[0]);
+                        e = &m.receiver;
+                    }
+                    Expr::MethodCall(m)
+                        if m.args.is_empty()
+                            && matches!(m.method.to_string().as_str(), "clone" | "to_owned") =>
+                    {
+                        e = &m.receiver;
+                    }
+                    Expr::Call(c) => {
+                        args.extend(own.into_iter().rev());
+                        return Some(c);
+                    }
+                    _ => return None,
+                }
+            }
+        }
+        let mut args: Vec<&Expr> = Vec::new();
+        let call = match body.stmts.as_slice() {
+            [.., syn::Stmt::Expr(tail, None)] if !matches!(tail, Expr::Path(_)) => {
+                chain(tail, &mut args)?
+            }
+            [
+                syn::Stmt::Local(l),
+                middle @ ..,
+                syn::Stmt::Expr(Expr::Path(tail), None),
+            ] => {
+                let syn::Pat::Ident(local) = &l.pat else {
+                    return None;
+                };
+                let name = local.ident.to_string();
+                if !tail.path.is_ident(&name) {
+                    return None;
+                }
+                let call = chain(&l.init.as_ref()?.expr, &mut args)?;
+                for st in middle {
+                    let syn::Stmt::Expr(e, Some(_)) = st else {
+                        return None;
+                    };
+                    let mut added = Vec::new();
+                    let mut cur = e;
+                    loop {
+                        match cur {
+                            Expr::MethodCall(m) if m.method == "arg" && m.args.len() == 1 => {
+                                added.push(&m.args[0]);
+                                cur = &m.receiver;
+                            }
+                            Expr::Path(p) if p.path.is_ident(&name) => break,
+                            _ => return None,
+                        }
+                    }
+                    args.extend(added.into_iter().rev());
+                }
+                call
+            }
+            _ => return None,
+        };
+        let Expr::Path(f) = &*call.func else {
+            return None;
+        };
+        if f.path.segments.last()?.ident != "cmd" || call.args.len() != 1 {
+            return None;
+        }
+        let Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(name),
+            ..
+        }) = &call.args[0]
+        else {
+            return None;
+        };
+        Some(CmdBuilder {
+            path,
+            params,
+            builder: imports.resolve(&f.path, None, &|_| false),
+            name: name.value(),
+            args: args
+                .iter()
+                .map(|a| quote::ToTokens::to_token_stream(a).to_string())
+                .collect(),
+        })
+    }
 }
 
 /// `include_str!(..)` inside a constant's initialiser (`Script::new(include_str!("lock.lua"))`,
@@ -244,6 +380,7 @@ impl FileIndex {
                 variants,
                 variant_names,
                 derefs,
+                cmd_builders,
             } = p;
             out.structs.extend(structs);
             out.aliases.extend(aliases);
@@ -259,6 +396,7 @@ impl FileIndex {
             out.variants.extend(variants);
             out.variant_names.extend(variant_names);
             out.derefs.extend(derefs);
+            out.cmd_builders.extend(cmd_builders);
         }
         fn dedup<T: Clone + Eq + std::hash::Hash>(v: &mut Vec<T>) {
             let mut seen = std::collections::HashSet::new();
@@ -347,8 +485,15 @@ impl FileIndex {
                     }
                 }
                 syn::Item::Fn(f) => {
+                    let path = format!("{module}::{}", f.sig.ident);
+                    self.cmd_builders.extend(CmdBuilder::of(
+                        path.clone(),
+                        &f.sig,
+                        &f.block,
+                        imports,
+                    ));
                     if let Some(ret) = ret_ty(&f.sig, imports, None) {
-                        self.fns.push((format!("{module}::{}", f.sig.ident), ret));
+                        self.fns.push((path, ret));
                     }
                 }
                 syn::Item::Trait(t) => {
@@ -624,6 +769,7 @@ pub struct CrateIndex {
     variants: HashMap<String, HashMap<String, Ty>>,
     variant_names: std::collections::HashSet<String>,
     derefs: HashMap<String, Ty>,
+    cmd_builders: HashMap<String, CmdBuilder>,
 }
 
 impl CrateIndex {
@@ -642,6 +788,8 @@ impl CrateIndex {
             // Variants answer field questions only: they are not items a name resolves to.
             idx.variant_names.extend(f.variant_names);
             idx.derefs.extend(f.derefs);
+            idx.cmd_builders
+                .extend(f.cmd_builders.into_iter().map(|b| (b.path.clone(), b)));
             for (path, fields) in f.variants {
                 idx.variants
                     .entry(path)
@@ -868,6 +1016,13 @@ impl CrateIndex {
         None
     }
 
+    /// The command a function of the crate builds and hands back unrun.
+    pub fn cmd_builder(&self, path: &str) -> Option<&CmdBuilder> {
+        self.cmd_builders
+            .get(&self.through_reexports(self.settle(path)))
+            .or_else(|| self.cmd_builders.get(path))
+    }
+
     pub fn fn_return(&self, path: &str) -> Option<Ty> {
         self.fns
             .get(&self.through_reexports(self.settle(path)))
@@ -1078,6 +1233,14 @@ impl CrateView {
                 .field(&Ty::simple(inner), field)
                 .map(|t| reroot_ty(&t, name)),
             None => self.own.field(&owner, field).map(|t| self.normalize(&t)),
+        }
+    }
+
+    pub fn cmd_builder(&self, path: &str) -> Option<&CmdBuilder> {
+        let path = self.through_reexports(path.to_string());
+        match self.dep_of(&path) {
+            Some((_, view, inner)) => view.cmd_builder(&inner),
+            None => self.own.cmd_builder(&path),
         }
     }
 

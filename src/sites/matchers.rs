@@ -230,6 +230,30 @@ pub(super) fn match_site<'a>(
                 let (cmd_args, consumed) = command_args(outward);
                 return match_command(w, packs, &args, cmd_args, consumed, call_span);
             }
+            // A function of the program that builds the command: its arguments in place of its
+            // parameters, then whatever the chain adds.
+            if let Some(b) = w.cx.index.cmd_builder(&path)
+                && let Some(packs) = w.cx.packs.command_builders.get(&b.builder)
+            {
+                let mut cmd_args: Vec<&'a Expr> = Vec::new();
+                for text in &b.args {
+                    match b.params.iter().position(|p| !p.is_empty() && p == text) {
+                        Some(i) => cmd_args.push(args.get(i)?),
+                        None => cmd_args.push(w.keep(syn::parse_str::<Expr>(text).ok()?)),
+                    }
+                }
+                let (chained, consumed) = command_args(outward);
+                cmd_args.extend(chained);
+                let call_span = Span::join(name_span, Span::of(c));
+                return match_named_command(
+                    w,
+                    packs,
+                    b.name.to_ascii_uppercase(),
+                    cmd_args,
+                    consumed,
+                    call_span,
+                );
+            }
             if let Some(&pi) = w.cx.packs.script_builders.get(&path) {
                 return match_script(w, pi, &args, outward, Span::join(name_span, Span::of(c)));
             }
