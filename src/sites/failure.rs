@@ -294,6 +294,12 @@ pub(super) fn is_success_pattern(p: &Pat) -> bool {
     polarity(p) == Polarity::Success
 }
 
+/// A variant of the program's own taken apart (`Acquisition::Owned(guard)`): neither the
+/// success nor the failure of an attempt, as far as the pattern says.
+pub(super) fn is_other_variant(p: &Pat) -> bool {
+    matches!(p, Pat::TupleStruct(_) | Pat::Struct(_)) && polarity(p) == Polarity::Any
+}
+
 #[derive(PartialEq, Eq)]
 enum Polarity {
     Success,

@@ -1651,7 +1651,11 @@ impl<'a> Walker<'a, '_> {
                 };
                 for arm in &m.arms {
                     self.scopes.push(HashMap::new());
-                    self.bind(&arm.pat, None, ty.clone());
+                    // What a variant of the program's own binds is made from the scrutinee
+                    // (`Acquisition::Owned(guard) => held.insert(k, guard)` moves the lock on);
+                    // `Ok`/`Some`/`Err` arms are read by the acquisition's own use (`Use::Match`).
+                    let init = failure::is_other_variant(&arm.pat).then_some(&*m.expr);
+                    self.bind(&arm.pat, init, ty.clone());
                     if let Some((_, g)) = &arm.guard {
                         self.visit_expr(g);
                     }
