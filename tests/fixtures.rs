@@ -425,3 +425,23 @@ fn uncalled_wrappers_are_judged_once_where_they_are() {
         "with test sites reported, the test's call judges `lock_job`"
     );
 }
+
+/// `m.set_locking(false)` before the run turns sqlx's migration lock off (the pack's `off-by`):
+/// that run is no site; `set_locking(true)` leaves it one.
+#[test]
+fn a_migrator_told_not_to_lock_takes_no_lock() {
+    let outcome = engine::check(&settings(vec![PathBuf::from(
+        "fixtures/libs/sqlx-migrate.rs",
+    )]))
+    .expect("runs");
+    let in_fn = |name: &str| {
+        outcome
+            .report
+            .sites
+            .iter()
+            .filter(|s| s.function.as_deref().is_some_and(|f| f.ends_with(name)))
+            .count()
+    };
+    assert_eq!(in_fn("own_lock_then_migrate"), 0);
+    assert_eq!(in_fn("locking_on"), 1);
+}

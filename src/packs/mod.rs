@@ -225,6 +225,14 @@ impl OneOrMany {
     }
 }
 
+/// A switch on the receiver that turns the lock off (`set_locking(false)`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct OffBy {
+    pub method: String,
+    pub value: bool,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct CallDef {
@@ -279,6 +287,10 @@ pub struct CallDef {
     /// the call's; without it a chain read by `when-methods` runs to its first `.await` or `?`.
     #[serde(default)]
     pub chain_until: Vec<String>,
+    /// The call takes no lock once its receiver was told so earlier in the function: `{ method =
+    /// "set_locking", value = false }` (sqlx's `m.set_locking(false); m.run(pool)`).
+    #[serde(default)]
+    pub off_by: Option<OffBy>,
     /// With `not-on-types`: the argument whose type is looked at.
     #[serde(default)]
     pub type_arg: Option<usize>,
@@ -438,6 +450,7 @@ impl CallDef {
             when_calls: Vec::new(),
             when_methods: Vec::new(),
             chain_until: Vec::new(),
+            off_by: None,
             type_arg: None,
             not_on_types: Vec::new(),
             fields_arg: None,

@@ -332,6 +332,12 @@ fn match_method<'a>(
     let by_trait = refs.iter().filter(|&&r| !declared(w.cx.packs.call(r)));
     for &r in by_declaration.chain(by_trait) {
         let def = w.cx.packs.call(r);
+        if def.off_by.as_ref().is_some_and(|off| {
+            super::walk::local_named(receiver)
+                .is_some_and(|local| w.switched(&local, &off.method, off.value))
+        }) {
+            continue;
+        }
         if receiver_matches(w, def, rty.as_ref())
             && options_match(w, r.pack, def, args)
             && let Some(consumed) = chain_match(w, def, outward)

@@ -304,6 +304,7 @@ fn analyze_fn<'a>(
         returned_sites: Vec::new(),
         value_exprs: HashSet::new(),
         scoped_results: HashSet::new(),
+        switches: HashSet::new(),
         arms: Vec::new(),
         site_arms: HashMap::new(),
         callables: HashSet::new(),
@@ -499,6 +500,8 @@ pub(super) struct Walker<'a, 'c> {
     /// Scoped wrapper calls that run work of their own: their value is the work's result, never
     /// the lock, whatever name it is bound to before it is returned.
     scoped_results: HashSet<usize>,
+    /// Switches told to a local so far (`m.set_locking(false)`): (local, method, value).
+    switches: HashSet<(String, String, bool)>,
     /// The `match` arms being walked whose scrutinee is a plain name: (name, the variant the
     /// arm's pattern names), innermost last.
     arms: Vec<(String, String)>,
@@ -588,6 +591,12 @@ impl<'a, 'c> Walker<'a, 'c> {
             }
             local.keys.extend(keys.into_iter().rev());
         }
+    }
+
+    /// Was `local.method(value)` called earlier in this function?
+    pub(super) fn switched(&self, local: &str, method: &str, value: bool) -> bool {
+        self.switches
+            .contains(&(local.to_string(), method.to_string(), value))
     }
 
     /// Was this expression already recorded as a site?
@@ -1505,6 +1514,18 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
     }
 
     fn visit_expr(&mut self, e: &'a Expr) {
+        // `m.set_locking(false)`: a switch a pack's `off-by` may name.
+        if let Expr::MethodCall(m) = e
+            && let [
+                Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Bool(b),
+                    ..
+                }),
+            ] = m.args.iter().collect::<Vec<_>>().as_slice()
+            && let Some(local) = local_named(&m.receiver)
+        {
+            self.switches.insert((local, m.method.to_string(), b.value));
+        }
         let value = !self.value_exprs.is_empty() && self.value_exprs.contains(&(e as *const Expr));
         if value {
             self.in_return += 1;
