@@ -43,6 +43,11 @@ pub trait Lookup {
     fn include(&self, _rel: &str) -> Option<String> {
         None
     }
+    /// The fields assigned to a local (or to what it lends, `if let Some(ref mut s) = l.spec`)
+    /// anywhere in the function: (field name, value written).
+    fn assigned_fields(&self, _name: &str) -> Vec<(String, &Expr)> {
+        Vec::new()
+    }
 }
 
 const MAX_DEPTH: usize = 24;

@@ -4,7 +4,9 @@
 //! that takes a lock (`holderIdentity` set) from one that renews or clears it.
 //!
 //! Invariant: `read` answers `None` when any part of the value could not be read; a `Some` set
-//! lists every field the value can set, at any depth, so "absent" means "not written".
+//! lists every field the value can set, at any depth, so "absent" means "not written". A local
+//! whose value cannot be read (one read from the server) counts by the fields the function
+//! assigns to it: those are what the write changes.
 
 use std::collections::BTreeMap;
 
@@ -106,7 +108,34 @@ fn expr(e: &Expr, env: &dyn Lookup, depth: usize, out: &mut Fields) -> Option<()
         Expr::Call(c) if c.args.len() == 1 => next(&c.args[0], out),
         Expr::Path(p) => {
             let name = p.path.get_ident()?.to_string();
-            next(env.local(&name)?, out)
+            let mut own = Fields::new();
+            if let Some(init) = env.local(&name)
+                && next(init, &mut own).is_some()
+            {
+                for (k, w) in own {
+                    merge(out, k, w);
+                }
+                return Some(());
+            }
+            // A value read from the server and changed before it is written back
+            // (`let mut l = api.get(..)?; l.spec.renew_time = ..; api.replace(.., &l)`): what the
+            // function assigns is what the write changes.
+            let assigned = env.assigned_fields(&name);
+            if assigned.is_empty() {
+                return None;
+            }
+            for (field, v) in assigned {
+                merge(out, normalize(&field), value(v));
+                // As in a struct expression: what a nested value sets is written too
+                // (`l.spec = Some(LeaseSpec { holder_identity: .. })`).
+                let mut inner = Fields::new();
+                if next(v, &mut inner).is_some() {
+                    for (k, w) in inner {
+                        merge(out, k, w);
+                    }
+                }
+            }
+            Some(())
         }
         Expr::Struct(s) => {
             for f in &s.fields {

@@ -305,6 +305,7 @@ fn analyze_fn<'a>(
         value_exprs: HashSet::new(),
         scoped_results: HashSet::new(),
         switches: HashSet::new(),
+        body: Some(body),
         arms: Vec::new(),
         site_arms: HashMap::new(),
         callables: HashSet::new(),
@@ -502,6 +503,8 @@ pub(super) struct Walker<'a, 'c> {
     scoped_results: HashSet<usize>,
     /// Switches told to a local so far (`m.set_locking(false)`): (local, method, value).
     switches: HashSet<(String, String, bool)>,
+    /// The function's body, for what is assigned to a local anywhere in it.
+    pub(super) body: Option<&'a syn::Block>,
     /// The `match` arms being walked whose scrutinee is a plain name: (name, the variant the
     /// arm's pattern names), innermost last.
     arms: Vec<(String, String)>,

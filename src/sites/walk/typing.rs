@@ -569,6 +569,13 @@ impl Lookup for Walker<'_, '_> {
         crate::model::lua::read_include(&self.cx.source.path, rel)
     }
 
+    fn assigned_fields(&self, name: &str) -> Vec<(String, &Expr)> {
+        match self.body {
+            Some(body) => assigned_fields(body, name),
+            None => Vec::new(),
+        }
+    }
+
     fn field(&self, base: &Expr, member: &syn::Member) -> Option<Value> {
         let ty = self.type_of(base)?;
         let syn::Member::Named(name) = member else {
@@ -643,4 +650,63 @@ fn expr_size(e: &Expr, limit: usize) -> usize {
     let mut c = Count { n: 0, limit };
     syn::visit::Visit::visit_expr(&mut c, e);
     c.n
+}
+
+/// The fields assigned in `body` to `name` or to what borrows from it (`if let Some(ref mut s)
+/// = name.spec`, `let s = name.spec.as_mut().unwrap()`), in order: (field, value).
+fn assigned_fields<'b>(body: &'b syn::Block, name: &str) -> Vec<(String, &'b Expr)> {
+    use syn::visit::Visit;
+    struct Assigned<'b> {
+        roots: HashSet<String>,
+        out: Vec<(String, &'b Expr)>,
+    }
+    fn root(e: &Expr) -> Option<String> {
+        match e {
+            Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
+            Expr::Field(f) => root(&f.base),
+            Expr::MethodCall(m) => root(&m.receiver),
+            Expr::Reference(r) => root(&r.expr),
+            Expr::Paren(p) => root(&p.expr),
+            Expr::Unary(u) => root(&u.expr),
+            Expr::Try(t) => root(&t.expr),
+            _ => None,
+        }
+    }
+    impl Assigned<'_> {
+        fn lend(&mut self, pat: &Pat, from: &Expr) {
+            if root(from).is_some_and(|r| self.roots.contains(&r)) {
+                let mut names = Vec::new();
+                super::pattern_idents(pat, &mut names);
+                self.roots.extend(names);
+            }
+        }
+    }
+    impl<'b> Visit<'b> for Assigned<'b> {
+        fn visit_local(&mut self, l: &'b syn::Local) {
+            if let Some(init) = &l.init {
+                self.lend(&l.pat, &init.expr);
+            }
+            syn::visit::visit_local(self, l);
+        }
+        fn visit_expr_let(&mut self, l: &'b syn::ExprLet) {
+            self.lend(&l.pat, &l.expr);
+            syn::visit::visit_expr_let(self, l);
+        }
+        fn visit_expr_assign(&mut self, a: &'b syn::ExprAssign) {
+            if let Expr::Field(f) = &*a.left
+                && let syn::Member::Named(field) = &f.member
+                && root(&f.base).is_some_and(|r| self.roots.contains(&r))
+            {
+                self.out.push((field.to_string(), &a.right));
+            }
+            syn::visit::visit_expr_assign(self, a);
+        }
+        fn visit_item(&mut self, _: &'b syn::Item) {}
+    }
+    let mut v = Assigned {
+        roots: HashSet::from([name.to_string()]),
+        out: Vec::new(),
+    };
+    v.visit_block(body);
+    v.out
 }
