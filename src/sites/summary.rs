@@ -488,11 +488,30 @@ const PLUMBING_FNS: &[&str] = &[
     "default",
     "drop",
 ];
-/// Own methods that confirm or record an acquisition rather than use it
-/// (`self.wait_for_write_replication()`, `self.verify_owner(..)`, `self.record_acquired(..)`).
+/// Own methods that confirm, record or keep up an acquisition rather than use it
+/// (`self.wait_for_write_replication()`, `self.verify_owner(..)`, `self.keep_lease_alive(..)`).
 const CONFIRMING: &[&str] = &[
-    "wait_for", "confirm", "ensure_", "check_", "verify", "validate", "record_", "log_", "mark_",
+    "wait_for",
+    "confirm",
+    "ensure_",
+    "check_",
+    "verify",
+    "validate",
+    "record_",
+    "log_",
+    "mark_",
     "notify",
+    "keep_",
+    "keepalive",
+    "renew",
+    "refresh",
+    "heartbeat",
+    "start_keep",
+    "spawn_keep",
+    "start_renew",
+    "spawn_renew",
+    "start_heartbeat",
+    "spawn_heartbeat",
 ];
 
 /// `self`, `&self`, `(*self)`.
