@@ -143,7 +143,21 @@ pub(super) fn held_after(
     if site.sql {
         return (!flow.params.is_empty() || flow.has_receiver).then_some(Held::Session);
     }
-    flow.source_of(key?)
+    match key {
+        Some(k) if !k.is_empty() && !k.iter().all(|n| is_constant_name(n)) => flow.source_of(k),
+        // A key the program fixes (`LEASE_NAME`, a literal, or none written: the name inside
+        // the object) is the one lock the receiver manages: `elector.acquire()` takes it and
+        // `elector.release()` frees it.
+        _ => flow.has_receiver.then_some(Held::Receiver),
+    }
+}
+
+/// `LEASE_NAME`, `Self::KEY`: a constant's name.
+fn is_constant_name(n: &str) -> bool {
+    n == "Self"
+        || n.chars().any(|c| c.is_ascii_uppercase())
+            && n.chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// Where the lock of a wrapper that returns only a report (`Ok(reply.is_some())`, not a lock
