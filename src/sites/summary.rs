@@ -200,6 +200,68 @@ pub(super) fn reported(ret: Option<&crate::model::Ty>) -> crate::packs::Returns 
     }
 }
 
+/// How a function that leaves its lock held reports it: `Result<bool>`/`bool` say whether it
+/// was taken, unless after the acquisition it only ever answers `true` (its failure leaves as an
+/// error, `ensure!(resp.succeeded())`, and a `false` before it means something else, such as
+/// "already ours"): then only the error says anything.
+pub(super) fn reported_after(
+    ret: Option<&crate::model::Ty>,
+    body: &syn::Block,
+    from: Pos,
+) -> crate::packs::Returns {
+    use crate::packs::Returns;
+    let returns = reported(ret);
+    if !matches!(returns, Returns::ResultBool | Returns::Bool) {
+        return returns;
+    }
+    struct Answers<'b> {
+        from: Pos,
+        out: Vec<&'b Expr>,
+    }
+    impl<'b> Visit<'b> for Answers<'b> {
+        fn visit_expr_return(&mut self, r: &'b syn::ExprReturn) {
+            if let Some(x) = &r.expr
+                && start_of(Span::of(x)) > self.from
+            {
+                self.out.push(x);
+            }
+            syn::visit::visit_expr_return(self, r);
+        }
+        fn visit_expr_closure(&mut self, _: &'b syn::ExprClosure) {}
+        fn visit_expr_async(&mut self, _: &'b syn::ExprAsync) {}
+        fn visit_item(&mut self, _: &'b syn::Item) {}
+    }
+    let mut a = Answers {
+        from,
+        out: Vec::new(),
+    };
+    a.visit_block(body);
+    if let Some(Stmt::Expr(tail, None)) = body.stmts.last() {
+        a.out.push(tail);
+    }
+    fn literal_true(e: &Expr) -> bool {
+        match e {
+            Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Bool(b),
+                ..
+            }) => b.value,
+            Expr::Call(c) if c.args.len() == 1 => {
+                matches!(&*c.func, Expr::Path(p) if p.path.is_ident("Ok"))
+                    && literal_true(&c.args[0])
+            }
+            Expr::Paren(p) => literal_true(&p.expr),
+            _ => false,
+        }
+    }
+    if !a.out.is_empty() && a.out.iter().all(|e| literal_true(e)) {
+        return match returns {
+            Returns::ResultBool => Returns::Result,
+            _ => Returns::Value,
+        };
+    }
+    returns
+}
+
 /// The argument `held` names, if it is one.
 pub(super) fn key_arg(held: Option<&Held>) -> Option<usize> {
     match held? {

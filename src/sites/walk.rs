@@ -1176,7 +1176,11 @@ impl<'a, 'c> Walker<'a, 'c> {
                     via: self.info.path.clone(),
                     library: site.library.clone(),
                     kind: site.kind,
-                    returns: summary::reported(self.ret.as_ref()),
+                    returns: summary::reported_after(
+                        self.ret.as_ref(),
+                        body,
+                        region::end_of(site.span),
+                    ),
                     returns_type: None,
                     scoped: false,
                     ttl_ms: site.ttl.ms().map(|m| m as f64),
