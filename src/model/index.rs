@@ -47,6 +47,9 @@ pub struct FileIndex {
     pub derefs: Vec<(String, Ty)>,
     /// Functions that build and hand back a Redis command (see [`CmdBuilder`]).
     pub cmd_builders: Vec<CmdBuilder>,
+    /// Methods of `impl Trait for Type` blocks and their returns, as `fns`; an inherent method
+    /// of the same name wins.
+    pub trait_fns: Vec<(String, Ty)>,
 }
 
 /// A function of the crate that builds a command and hands it back unrun: `fn acquire_cmd(key:
@@ -381,6 +384,7 @@ impl FileIndex {
                 variant_names,
                 derefs,
                 cmd_builders,
+                trait_fns,
             } = p;
             out.structs.extend(structs);
             out.aliases.extend(aliases);
@@ -397,6 +401,7 @@ impl FileIndex {
             out.variant_names.extend(variant_names);
             out.derefs.extend(derefs);
             out.cmd_builders.extend(cmd_builders);
+            out.trait_fns.extend(trait_fns);
         }
         fn dedup<T: Clone + Eq + std::hash::Hash>(v: &mut Vec<T>) {
             let mut seen = std::collections::HashSet::new();
@@ -591,8 +596,13 @@ impl FileIndex {
                         match it {
                             syn::ImplItem::Fn(f) => {
                                 if let Some(ret) = ret_ty(&f.sig, imports, Some(&self_ty)) {
-                                    self.fns
-                                        .push((format!("{}::{}", self_ty.path, f.sig.ident), ret));
+                                    let path = format!("{}::{}", self_ty.path, f.sig.ident);
+                                    // Rust calls the inherent method when a trait's has its name.
+                                    if imp.trait_.is_some() {
+                                        self.trait_fns.push((path, ret));
+                                    } else {
+                                        self.fns.push((path, ret));
+                                    }
                                 }
                             }
                             syn::ImplItem::Const(c) => self.consts.push((
@@ -780,6 +790,7 @@ impl CrateIndex {
         };
         // A path re-exported twice (feature-gated alternatives) keeps a target that exists.
         let mut reexport_candidates: HashMap<String, Vec<String>> = HashMap::new();
+        let mut trait_fns = Vec::new();
         for f in files {
             for (path, fields) in f.structs {
                 idx.add_simple(&path);
@@ -802,6 +813,7 @@ impl CrateIndex {
             for (path, ty) in f.fns {
                 idx.fns.insert(path, ty);
             }
+            trait_fns.extend(f.trait_fns);
             for (path, src, module) in f.consts {
                 idx.add_simple(&path);
                 idx.consts.insert(path, (src, module));
@@ -824,6 +836,9 @@ impl CrateIndex {
                 idx.add_simple(&t);
                 idx.traits.insert(t);
             }
+        }
+        for (path, ty) in trait_fns {
+            idx.fns.entry(path).or_insert(ty);
         }
         // Single targets first, so that a choice between alternatives can see them; of several,
         // the first that names something of the crate, else the last (the one a plain map kept).

@@ -291,6 +291,10 @@ pub struct CallDef {
     /// "set_locking", value = false }` (sqlx's `m.set_locking(false); m.run(pool)`).
     #[serde(default)]
     pub off_by: Option<OffBy>,
+    /// A wrapper's argument count (the receiver aside): a call with another count is another
+    /// function of the same name. Not a pack key.
+    #[serde(skip)]
+    pub arity: Option<usize>,
     /// With `not-on-types`: the argument whose type is looked at.
     #[serde(default)]
     pub type_arg: Option<usize>,
@@ -451,6 +455,7 @@ impl CallDef {
             when_methods: Vec::new(),
             chain_until: Vec::new(),
             off_by: None,
+            arity: Some(w.arity),
             type_arg: None,
             not_on_types: Vec::new(),
             fields_arg: None,
@@ -505,6 +510,7 @@ impl CallDef {
     ) -> CallDef {
         let own = CallDef::wrapper(w);
         CallDef {
+            arity: own.arity,
             receiver: own.receiver,
             in_scope: Vec::new(),
             function: own.function,

@@ -191,6 +191,14 @@ pub(super) fn match_site<'a>(
             if let Some(refs) = w.cx.packs.functions.get(&path) {
                 for &r in refs {
                     let def = w.cx.packs.call(r);
+                    // A method called by its path passes its receiver first.
+                    let receiver = usize::from(def.method.is_some());
+                    if def
+                        .arity
+                        .is_some_and(|n| n != args.len() && n + receiver != args.len())
+                    {
+                        continue;
+                    }
                     if options_match(w, r.pack, def, &args)
                         && let Some(consumed) = chain_match(w, def, outward)
                     {
@@ -332,6 +340,9 @@ fn match_method<'a>(
     let by_trait = refs.iter().filter(|&&r| !declared(w.cx.packs.call(r)));
     for &r in by_declaration.chain(by_trait) {
         let def = w.cx.packs.call(r);
+        if def.arity.is_some_and(|n| n != args.len()) {
+            continue;
+        }
         if def.off_by.as_ref().is_some_and(|off| {
             super::walk::local_named(receiver)
                 .is_some_and(|local| w.switched(&local, &off.method, off.value))

@@ -155,6 +155,9 @@ pub struct WrapperCandidate {
     pub method: Option<(String, String)>,
     /// The display path (`locks::Locker::with_lock`), reported as `via`.
     pub via: String,
+    /// How many arguments a call passes (the receiver aside): an accessor of the same name
+    /// (`self.lock()` beside `fn lock(&self, req)`) is another function.
+    pub arity: usize,
     pub library: String,
     pub kind: CallKind,
     pub returns: crate::packs::Returns,

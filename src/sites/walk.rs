@@ -396,6 +396,7 @@ fn analyze_fn<'a>(
             canonical: w.canonical.clone(),
             method: w.method.clone(),
             via: w.info.path.clone(),
+            arity: arity(sig),
             library: cx.packs.packs[pack].pack.name.clone(),
             kind: if sql {
                 crate::packs::CallKind::Acquire
@@ -1113,6 +1114,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     canonical: self.canonical.clone(),
                     method: self.method.clone(),
                     via: self.info.path.clone(),
+                    arity: arity(self.sig),
                     library: site.library.clone(),
                     kind: site.kind,
                     returns,
@@ -1174,6 +1176,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     canonical: self.canonical.clone(),
                     method: self.method.clone(),
                     via: self.info.path.clone(),
+                    arity: arity(self.sig),
                     library: site.library.clone(),
                     kind: site.kind,
                     returns: summary::reported_after(
@@ -1249,6 +1252,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 canonical: self.canonical.clone(),
                 method: self.method.clone(),
                 via: self.info.path.clone(),
+                arity: arity(self.sig),
                 library,
                 kind: e.kind,
                 returns: crate::packs::Returns::Value,
@@ -2284,4 +2288,12 @@ mod tests {
         assert!(format_captures("no braces").is_empty());
         assert!(format_captures("{unclosed").len() <= 1);
     }
+}
+
+/// The arguments a call of a function with this signature passes, the receiver aside.
+fn arity(sig: &syn::Signature) -> usize {
+    sig.inputs
+        .iter()
+        .filter(|i| matches!(i, syn::FnArg::Typed(_)))
+        .count()
 }
