@@ -2274,6 +2274,14 @@ fn variant_of(pat: &Pat) -> Option<String> {
     (path.segments.len() > 1).then(|| path.segments.last().map(|s| s.ident.to_string()))?
 }
 
+/// The arguments a call of a function with this signature passes, the receiver aside.
+fn arity(sig: &syn::Signature) -> usize {
+    sig.inputs
+        .iter()
+        .filter(|i| matches!(i, syn::FnArg::Typed(_)))
+        .count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::format_captures;
@@ -2288,12 +2296,4 @@ mod tests {
         assert!(format_captures("no braces").is_empty());
         assert!(format_captures("{unclosed").len() <= 1);
     }
-}
-
-/// The arguments a call of a function with this signature passes, the receiver aside.
-fn arity(sig: &syn::Signature) -> usize {
-    sig.inputs
-        .iter()
-        .filter(|i| matches!(i, syn::FnArg::Typed(_)))
-        .count()
 }
