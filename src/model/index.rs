@@ -1005,24 +1005,22 @@ impl CrateIndex {
         (self.variant_names.contains(&variant)).then_some(owner)
     }
 
+    /// The fields of a struct or enum variant of this crate, by canonical path.
+    fn fields_of(&self, path: &str) -> Option<&HashMap<String, Ty>> {
+        self.structs.get(path).or_else(|| self.variants.get(path))
+    }
+
     /// Is `owner` a struct or enum variant of this crate with fields?
     pub fn has_fields(&self, owner: &Ty) -> bool {
         let owner = self.normalize(owner);
-        self.structs
-            .get(&owner.path)
-            .or_else(|| self.variants.get(&owner.path))
-            .is_some_and(|f| !f.is_empty())
+        self.fields_of(&owner.path).is_some_and(|f| !f.is_empty())
     }
 
     pub fn field(&self, owner: &Ty, field: &str) -> Option<Ty> {
         let mut owner = self.normalize(owner);
         // Through at most a few `Deref` newtypes (`Handler` -> `HandlerInner`).
         for _ in 0..4 {
-            let found = self
-                .structs
-                .get(&owner.path)
-                .or_else(|| self.variants.get(&owner.path))
-                .and_then(|fields| fields.get(field));
+            let found = self.fields_of(&owner.path).and_then(|f| f.get(field));
             if let Some(t) = found {
                 return Some(self.normalize(t));
             }

@@ -1020,12 +1020,7 @@ fn match_command_argument<'a>(
     if !RUNS.contains(&m.method.to_string().as_str()) || m.args.len() != 1 {
         return None;
     }
-    let mut arg = &m.args[0];
-    while let Expr::Reference(r) = arg {
-        arg = &r.expr;
-    }
-    let Expr::Path(local) = arg else { return None };
-    let name = local.path.get_ident()?.to_string();
+    let name = super::walk::local_named(&m.args[0])?;
     let (init, added) = w.builder(&name)?;
     let built = built_command(w, init, added)?;
     let span = Span::join(Span::of(&*m.receiver), Span::of(&m.method));

@@ -1527,12 +1527,11 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
     fn visit_expr(&mut self, e: &'a Expr) {
         // `m.set_locking(false)`: a switch a pack's `off-by` may name.
         if let Expr::MethodCall(m) = e
-            && let [
-                Expr::Lit(syn::ExprLit {
-                    lit: syn::Lit::Bool(b),
-                    ..
-                }),
-            ] = m.args.iter().collect::<Vec<_>>().as_slice()
+            && m.args.len() == 1
+            && let Some(Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Bool(b),
+                ..
+            })) = m.args.first()
             && let Some(local) = local_named(&m.receiver)
         {
             self.switches.insert((local, m.method.to_string(), b.value));
