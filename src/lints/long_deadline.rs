@@ -27,16 +27,22 @@ use crate::sites::Ttl;
 /// keeper.run(import(file)).await?;
 /// ```
 ///
+/// A wrapper that takes its TTL as a parameter (`fn lock(&self, key: &str, ttl: Duration)`) is
+/// judged at each call, by the argument passed there.
+///
 /// ## Known limits
 /// TTLs computed at run time (from configuration, arithmetic on unknown values) are not judged.
 pub struct LongDeadline;
 
 pub fn check(c: &Classified, opts: &RuleOptions) -> Option<Violation> {
-    // A wrapper's call site inherits the TTL; the finding belongs to the primitive inside it.
-    if c.site.via.is_some() {
-        return None;
-    }
-    let Ttl::Known { ms, .. } = c.site.ttl else {
+    // A wrapper's call site that inherits the TTL: the finding belongs to the primitive inside
+    // it. One that passes the TTL (`lock(&key, ONE_DAY)`) is judged here.
+    let Ttl::Known {
+        ms,
+        inherited: false,
+        ..
+    } = c.site.ttl
+    else {
         return None;
     };
     if ms <= opts.max_ttl_ms as f64 {

@@ -855,9 +855,17 @@ fn build<'a>(
     m.via = def.via.clone();
     m.origin = def.origin.clone();
     if let Some(info) = &def.inherit {
-        m.ttl = info
-            .ttl_ms
-            .map_or(Ttl::Implicit, |ms| Ttl::Known { ms, span });
+        // A wrapper whose primitive takes its TTL from a parameter: the argument, evaluated
+        // above like a pack's TTL argument, is the deadline.
+        if def.ttl_arg.is_none() {
+            m.ttl = info
+                .ttl_ms
+                .map_or(Ttl::Implicit, |ms| Ttl::Known {
+                    ms,
+                    span,
+                    inherited: true,
+                });
+        }
         m.fencing = info.fencing;
         m.sql = info.sql;
         m.backend = info.backend.clone();
@@ -1151,21 +1159,37 @@ fn match_named_command<'a>(
                 else {
                     continue;
                 };
+                // `.arg("PX").arg(ttl)` with `ttl` the function's parameter.
+                let from_param = || {
+                    let unit = if unit == FlagUnit::S {
+                        crate::packs::TtlUnit::S
+                    } else {
+                        crate::packs::TtlUnit::Ms
+                    };
+                    cmd_args
+                        .get(i + 1)
+                        .and_then(|a| ttl::param_ttl(w, a, unit))
+                        .unwrap_or(Ttl::Unknown)
+                };
                 ttl = match (unit, values.get(i + 1).cloned().flatten()) {
                     (FlagUnit::At, _) => Ttl::Absolute,
                     (unit, Some(v)) => match v.as_f64() {
                         Some(n) => Ttl::Known {
                             ms: if unit == FlagUnit::S { n * 1000.0 } else { n },
                             span: cmd_args.get(i + 1).map_or(span, |a| Span::of(*a)),
+                            inherited: false,
                         },
-                        None => Ttl::Unknown,
+                        None => from_param(),
                     },
-                    (_, None) => Ttl::Unknown,
+                    (_, None) => from_param(),
                 };
                 break;
             }
             if c.deadline != DeadlineRule::Required
-                && !matches!(ttl, Ttl::Known { .. } | Ttl::Absolute | Ttl::Unknown)
+                && !matches!(
+                    ttl,
+                    Ttl::Known { .. } | Ttl::Absolute | Ttl::Unknown | Ttl::Param { .. }
+                )
             {
                 ttl = if c.deadline == DeadlineRule::Never {
                     ttl
@@ -1308,11 +1332,16 @@ fn lua_event<'a>(
                         "the script `{api}` runs sets its key with no expiry (no EX, PX or EXPIRE)"
                     ),
                 },
-                lua::LuaTtl::Ms(ms) => Ttl::Known { ms: *ms, span },
+                lua::LuaTtl::Ms(ms) => Ttl::Known {
+                    ms: *ms,
+                    span,
+                    inherited: false,
+                },
                 lua::LuaTtl::Arg(i, unit) => match arg(*i) {
                     Some((n, at)) => Ttl::Known {
                         ms: n * unit,
                         span: at,
+                        inherited: false,
                     },
                     None => Ttl::Unknown,
                 },

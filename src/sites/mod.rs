@@ -29,11 +29,22 @@ pub use walk::{analyze_file, analyze_file_with};
 #[derive(Debug, Clone, PartialEq)]
 pub enum Ttl {
     /// A TTL that resolved to this many milliseconds; `span` is the expression that set it.
-    Known { ms: f64, span: Span },
+    /// `inherited`: a wrapper call's, from the primitive inside (judged there).
+    Known {
+        ms: f64,
+        span: Span,
+        inherited: bool,
+    },
     /// An absolute expiry (`EXAT`, `PXAT`): a deadline exists, its length is unknown here.
     Absolute,
     /// Set, but not to a value known at analysis time.
     Unknown,
+    /// Taken from the function's parameter #`index` (receiver not counted), in `unit`: unknown
+    /// here, known at each call of the function when it is a wrapper.
+    Param {
+        index: usize,
+        unit: crate::packs::TtlUnit,
+    },
     /// None where the caller must set one.
     Missing { reason: String },
     /// Bound to a session, transaction or library default.
@@ -165,6 +176,9 @@ pub struct WrapperCandidate {
     /// Runs a callback while holding: callers hold nothing afterwards.
     pub scoped: bool,
     pub ttl_ms: Option<f64>,
+    /// The primitive's TTL is this parameter's (receiver not counted), in this unit: each call
+    /// site's argument is its deadline (`lock(&key, ONE_HOUR)`).
+    pub ttl_arg: Option<(usize, crate::packs::TtlUnit)>,
     pub fencing: Fencing,
     pub sql: bool,
     /// The primitive's store: whether it replicates through consensus, and which it is.

@@ -89,8 +89,66 @@ fn value_ttl(w: &Walker<'_, '_>, e: &Expr, unit: TtlUnit, required: bool) -> Ttl
             (Some(n), TtlUnit::S) => known(n * 1000.0, span),
             _ => Ttl::Unknown,
         },
-        None => Ttl::Unknown,
+        None => param_ttl(w, e, unit).unwrap_or(Ttl::Unknown),
     }
+}
+
+/// A TTL the function takes from its caller (`fn lock(&self, key: &str, ttl: Duration)` running
+/// `SET key v NX PX ttl.as_millis()`): unknown here, known at each call when the function is a
+/// wrapper. Follows conversions that keep the quantity (casts, `as_millis`, `from_secs`) and
+/// locals bound to them; anything computed (`ttl * 2`, `ttl.unwrap_or(..)`) stays unknown.
+pub(super) fn param_ttl(w: &Walker<'_, '_>, e: &Expr, unit: TtlUnit) -> Option<Ttl> {
+    let (mut e, mut unit) = (e, unit);
+    let mut seen: Vec<String> = Vec::new();
+    for _ in 0..16 {
+        e = match e {
+            Expr::Paren(p) => &p.expr,
+            Expr::Group(g) => &g.expr,
+            Expr::Cast(c) => &c.expr,
+            Expr::Reference(r) => &r.expr,
+            Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => &u.expr,
+            Expr::Try(t) => &t.expr,
+            Expr::MethodCall(m) => {
+                match m.method.to_string().as_str() {
+                    // The parameter is a `Duration`: a call passes one, which evaluates as such.
+                    "as_millis" | "as_secs" | "as_secs_f64" | "as_secs_f32" => {
+                        unit = TtlUnit::Duration
+                    }
+                    "into" | "try_into" | "clone" | "to_owned" | "unwrap" | "expect" => {}
+                    _ => return None,
+                }
+                &m.receiver
+            }
+            Expr::Call(c) if c.args.len() == 1 => {
+                let Expr::Path(f) = &*c.func else {
+                    return None;
+                };
+                let last = f.path.segments.last()?.ident.to_string();
+                unit = match last.as_str() {
+                    "from_secs" | "from_secs_f64" | "from_secs_f32" => TtlUnit::S,
+                    "from_millis" => TtlUnit::Ms,
+                    "from" | "try_from" => unit,
+                    _ => return None,
+                };
+                &c.args[0]
+            }
+            Expr::Path(p) => {
+                let name = p.path.get_ident()?.to_string();
+                // `let ttl = ttl.as_millis() as u64;` shadows the parameter it is made from.
+                if !seen.contains(&name)
+                    && let Some(init) = w.local_init(&name)
+                {
+                    seen.push(name);
+                    init
+                } else {
+                    let index = w.param_position(&name)?;
+                    return Some(Ttl::Param { index, unit });
+                }
+            }
+            _ => return None,
+        };
+    }
+    None
 }
 
 /// A computed TTL. Past what a number can hold (`Duration::from_secs_f64(1e308)`) it is simply
@@ -102,6 +160,7 @@ fn known(ms: f64, span: Span) -> Ttl {
     Ttl::Known {
         ms: ms.min(f64::MAX),
         span,
+        inherited: false,
     }
 }
 

@@ -91,6 +91,14 @@ impl<'a, 'c> Walker<'a, 'c> {
         self.params.contains(name) && self.lookup(name).is_none_or(|l| l.init.is_none())
     }
 
+    /// The position of parameter `name` (receiver not counted); `self` has none.
+    pub(in crate::sites) fn param_position(&self, name: &str) -> Option<usize> {
+        if name == "self" || !self.params.contains(name) {
+            return None;
+        }
+        super::param_index(self.sig, name)
+    }
+
     pub(super) fn lookup(&self, name: &str) -> Option<&Local<'a>> {
         self.scopes.iter().rev().find_map(|s| s.get(name))
     }
