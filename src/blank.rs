@@ -125,6 +125,17 @@ impl Scan<'_> {
                 prev = b'a';
                 continue;
             }
+            // A lifetime or label (`'static`, `'outer:`; character literals are regions): its
+            // name is no keyword (`K: Kv + 'static` is no `static` item).
+            if c == b'\'' {
+                i += 1;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80)
+                {
+                    i += 1;
+                }
+                prev = b'a';
+                continue;
+            }
             header.pending_fn = false;
             header.last_extern = false;
             match c {
@@ -550,6 +561,17 @@ mod tests {
             "use a::b; extern crate c; mod m; fn b() { lock() } impl S { fn d() { lock() } } \
              mod n { trait U { fn f() { lock() } } } fn j() -> Foo<{ N }> { v() } \
              fn k<F>() where F: Send, { lock() } impl V { fn l() }"
+        );
+    }
+
+    #[test]
+    fn lifetimes_are_no_keywords() {
+        let t = "impl<K: Kv + 'static> A<K> { fn a() { lock() } fn b() { c() } }\n\
+                 fn d<'static_ish>() { 'type: loop { lock() } }";
+        assert_eq!(
+            shown(t, "lock"),
+            "impl<K: Kv + 'static> A<K> { fn a() { lock() } } \
+             fn d<'static_ish>() { 'type: loop { lock() } }"
         );
     }
 

@@ -35,7 +35,10 @@ pub struct UnrenewedLongOperation;
 
 pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {
     let s = &c.site;
-    if !matches!(s.ttl, Ttl::Known { .. } | Ttl::Unknown | Ttl::Param { .. }) || s.region.renewed || s.region.keeper {
+    if !matches!(s.ttl, Ttl::Known { .. } | Ttl::Unknown | Ttl::Param { .. })
+        || s.region.renewed
+        || s.region.keeper
+    {
         return None;
     }
     let (span, what) = s.region.long_work.as_ref()?;

@@ -258,6 +258,29 @@ fn generic_bounds(
     out
 }
 
+/// How a struct field's type names the struct's unbounded type parameter #i.
+fn param_slot(i: usize) -> String {
+    format!("${i}")
+}
+
+/// A field's type with the struct's parameter slots filled by the owner's arguments
+/// (`Sweeper<E>`'s `engine: Arc<$0>` is `Arc<E>`); slots without an argument stay unknown.
+fn fill_slots(t: Ty, args: &[Ty]) -> Ty {
+    if let Some(i) = t
+        .path
+        .strip_prefix('$')
+        .and_then(|n| n.parse::<usize>().ok())
+        && t.args.is_empty()
+        && let Some(a) = args.get(i)
+    {
+        return a.clone();
+    }
+    Ty {
+        path: t.path,
+        args: t.args.into_iter().map(|a| fill_slots(a, args)).collect(),
+    }
+}
+
 /// Replaces generic parameters by their bounds, at any depth.
 pub fn substitute_bounds(t: Ty, bounds: &HashMap<String, Ty>) -> Ty {
     if bounds.is_empty() {
@@ -440,7 +463,14 @@ impl FileIndex {
             match item {
                 syn::Item::Struct(s) => {
                     let path = format!("{module}::{}", s.ident);
-                    let bounds = generic_bounds(&s.generics, imports, &known);
+                    let mut bounds = generic_bounds(&s.generics, imports, &known);
+                    // A parameter with no bound here (`struct Sweeper<E>`, bounded on the impl)
+                    // is its position: a field is then typed by the owner's arguments.
+                    for (i, tp) in s.generics.type_params().enumerate() {
+                        bounds
+                            .entry(tp.ident.to_string())
+                            .or_insert_with(|| Ty::simple(param_slot(i)));
+                    }
                     let fields = s
                         .fields
                         .iter()
@@ -1022,7 +1052,7 @@ impl CrateIndex {
         for _ in 0..4 {
             let found = self.fields_of(&owner.path).and_then(|f| f.get(field));
             if let Some(t) = found {
-                return Some(self.normalize(t));
+                return Some(self.normalize(&fill_slots(t.clone(), &owner.args)));
             }
             owner = self.normalize(self.derefs.get(&owner.path)?.peeled());
         }
@@ -1244,7 +1274,7 @@ impl CrateView {
         match self.dep_of(&owner.path) {
             Some((name, view, inner)) => view
                 .field(&Ty::simple(inner), field)
-                .map(|t| reroot_ty(&t, name)),
+                .map(|t| fill_slots(reroot_ty(&t, name), &owner.args)),
             None => self.own.field(&owner, field).map(|t| self.normalize(&t)),
         }
     }

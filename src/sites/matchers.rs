@@ -858,13 +858,11 @@ fn build<'a>(
         // A wrapper whose primitive takes its TTL from a parameter: the argument, evaluated
         // above like a pack's TTL argument, is the deadline.
         if def.ttl_arg.is_none() {
-            m.ttl = info
-                .ttl_ms
-                .map_or(Ttl::Implicit, |ms| Ttl::Known {
-                    ms,
-                    span,
-                    inherited: true,
-                });
+            m.ttl = info.ttl_ms.map_or(Ttl::Implicit, |ms| Ttl::Known {
+                ms,
+                span,
+                inherited: true,
+            });
         }
         m.fencing = info.fencing;
         m.sql = info.sql;

@@ -301,8 +301,11 @@ impl<'a, 'c> Walker<'a, 'c> {
         self.cx.index.has_fields(&under).then_some(under)
     }
 
+    /// A field's type; the function's generic parameters in it stand for their bounds
+    /// (`impl<E: Kv + 'static> Sweeper<E>`: `self.engine` is an `Arc` of a `Kv`).
     fn field_of(&self, owner: &Ty, field: &str) -> Option<Ty> {
-        self.cx.index.field(owner, field)
+        let t = self.cx.index.field(owner, field)?;
+        Some(crate::model::index::substitute_bounds(t, &self.generics))
     }
 
     /// The type of an expression, as far as annotations, constructors and packs tell.
@@ -360,7 +363,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     syn::Member::Named(n) => n.to_string(),
                     syn::Member::Unnamed(i) => i.index.to_string(),
                 };
-                self.cx.index.field(base.peeled(), &name)
+                self.field_of(base.peeled(), &name)
             }
             Expr::Paren(p) => rec(&p.expr),
             Expr::Group(g) => rec(&g.expr),
