@@ -5,6 +5,36 @@ use std::{env, fs, path::PathBuf};
 fn main() {
     packs();
     rule_docs();
+    source_hash();
+}
+
+/// A hash of the analyzer's own source: the cache key carries it, so that a build that analyses
+/// differently never reads results another build wrote under the same version number.
+fn source_hash() {
+    use std::hash::{Hash, Hasher};
+    let root =
+        PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let src = root.join("src");
+    println!("cargo:rerun-if-changed={}", src.display());
+    let mut files = Vec::new();
+    let mut todo = vec![src];
+    while let Some(dir) = todo.pop() {
+        for e in fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    let mut h = std::hash::DefaultHasher::new();
+    for p in &files {
+        p.strip_prefix(&root).unwrap_or(p).hash(&mut h);
+        fs::read(p).unwrap_or_default().hash(&mut h);
+    }
+    println!("cargo:rustc-env=LOCKAUDIT_SOURCE_HASH={:016x}", h.finish());
 }
 
 fn packs() {

@@ -1,8 +1,8 @@
 //! The cache: one entry per crate, keyed by everything its results depend on (the tool's
-//! version, the configurations in force, the rule selection, and the path and content hash of
-//! every file of the crate). Results depend on the whole crate (its index, its wrappers), so a
-//! change anywhere in a crate recomputes that crate; an unchanged tree is served from here
-//! without parsing anything. Entries are JSON files under the cache directory, each behind a line
+//! version and a hash of its source, the configurations in force, the rule selection, and the
+//! path and content hash of every file of the crate). Results depend on the whole crate (its
+//! index, its wrappers), so a change anywhere in a crate recomputes that crate; an unchanged tree
+//! is served from here without parsing anything. Entries are JSON files under the cache directory, each behind a line
 //! holding the checksum of the JSON: an entry damaged on disk is recomputed, never served, even when
 //! what is left is still valid JSON.
 
@@ -105,6 +105,7 @@ impl Key {
     pub fn new() -> Key {
         let mut h = Xxh3::new();
         h.update(env!("CARGO_PKG_VERSION").as_bytes());
+        h.update(env!("LOCKAUDIT_SOURCE_HASH").as_bytes());
         h.update(b"\0lockaudit-cache-v2\0");
         Key(h)
     }

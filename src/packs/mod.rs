@@ -474,7 +474,7 @@ impl CallDef {
             returns_type: w.returns_type.clone(),
             success_variant: None,
             owner_check: w.owner_checked,
-            auto_renew: false,
+            auto_renew: w.auto_renew,
             stream_ttl: false,
             reply_only: false,
             held: None,

@@ -179,6 +179,9 @@ pub struct WrapperCandidate {
     /// The primitive's TTL is this parameter's (receiver not counted), in this unit: each call
     /// site's argument is its deadline (`lock(&key, ONE_HOUR)`).
     pub ttl_arg: Option<(usize, crate::packs::TtlUnit)>,
+    /// The lock stays renewed after the wrapper returns (an auto-renewing primitive, a renewal
+    /// set going inside): its call sites hold a renewed lock.
+    pub auto_renew: bool,
     pub fencing: Fencing,
     pub sql: bool,
     /// The primitive's store: whether it replicates through consensus, and which it is.
