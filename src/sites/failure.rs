@@ -400,15 +400,31 @@ fn has_work(rest: &[Stmt]) -> bool {
 fn stmt_is_work(s: &Stmt) -> bool {
     match s {
         Stmt::Item(_) => false,
-        Stmt::Macro(m) => !is_log_macro(&m.mac),
+        Stmt::Macro(m) => macro_is_work(&m.mac),
         Stmt::Local(l) => l.init.as_ref().is_some_and(|i| expr_is_work(&i.expr)),
         Stmt::Expr(e, _) => expr_is_work(e),
     }
 }
 
+/// Logging is no work; `select!` waits on its futures (a sleep, a shutdown signal) and works
+/// only in its handlers: `Err(e) => warn!(..)` then a `select!` of the next round's sleep and
+/// the shutdown signal is a retry loop.
+fn macro_is_work(m: &syn::Macro) -> bool {
+    if is_log_macro(m) {
+        return false;
+    }
+    if matches!(macro_name(m).as_str(), "select" | "select_biased")
+        && let Ok(super::walk::SelectArms(arms)) = m.parse_body::<super::walk::SelectArms>()
+    {
+        return arms.iter().any(|a| expr_is_work(&a.handler));
+    }
+    true
+}
+
 fn expr_is_work(e: &Expr) -> bool {
     match e {
-        Expr::Macro(m) => !is_log_macro(&m.mac),
+        Expr::Macro(m) => macro_is_work(&m.mac),
+        Expr::Block(b) => has_work(&b.block.stmts),
         // Waiting for the next round (`sleep(..).await`, `interval.tick().await`) and leaving the
         // round are not work done without the lock: `Err(_) => {}` then a sleep is a retry loop.
         Expr::Await(a) => expr_is_work(&a.base),

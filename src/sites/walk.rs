@@ -69,14 +69,14 @@ impl MacroArena {
 
 /// One arm of `tokio::select!` / `futures::select!`: `pat = future [, if guard] => handler`, or
 /// `else => handler` (no pattern, no future).
-struct SelectArm {
+pub(super) struct SelectArm {
     pat: Option<Pat>,
     future: Option<Expr>,
     guard: Option<Expr>,
-    handler: Expr,
+    pub(super) handler: Expr,
 }
 
-struct SelectArms(Vec<SelectArm>);
+pub(super) struct SelectArms(pub(super) Vec<SelectArm>);
 
 impl syn::parse::Parse for SelectArms {
     fn parse(input: syn::parse::ParseStream<'_>) -> syn::Result<SelectArms> {
@@ -106,7 +106,17 @@ impl syn::parse::Parse for SelectArms {
                 (Some(pat), Some(future), guard)
             };
             input.parse::<syn::Token![=>]>()?;
-            let handler: Expr = input.parse()?;
+            // A block handler ends at its brace, as in the macro itself: parsed as an expression,
+            // `{} () = next => ..` would run on into a call and an assignment.
+            let handler: Expr = if input.peek(syn::token::Brace) {
+                Expr::Block(syn::ExprBlock {
+                    attrs: Vec::new(),
+                    label: None,
+                    block: input.parse()?,
+                })
+            } else {
+                input.parse()?
+            };
             arms.push(SelectArm {
                 pat,
                 future,
@@ -2098,7 +2108,10 @@ fn returned_names(e: &Expr) -> HashSet<String> {
     match e {
         Expr::Path(_) => out.extend(name_of(e)),
         Expr::Call(c) => c.args.iter().for_each(|a| out.extend(returned_names(a))),
-        Expr::MethodCall(m) => out.extend(returned_names(&m.receiver)),
+        // What a field's method answers is not the field's owner (`q.zk.delete(..)`).
+        Expr::MethodCall(m) if !matches!(&*m.receiver, Expr::Field(_)) => {
+            out.extend(returned_names(&m.receiver))
+        }
         Expr::Struct(s) => s
             .fields
             .iter()
@@ -2112,6 +2125,19 @@ fn returned_names(e: &Expr) -> HashSet<String> {
             out.extend(returned_names(&b.right));
         }
         Expr::Unary(u) => out.extend(returned_names(&u.expr)),
+        // A report read off the result (`Ok(result.acquired_lease)`,
+        // `Ok(matches!(result, LeaseLockResult::Acquired(_)))`).
+        Expr::Field(f) => out.extend(returned_names(&f.base)),
+        Expr::Macro(m) if m.mac.path.is_ident("matches") => {
+            let scrutinee = m.mac.parse_body_with(|input: syn::parse::ParseStream| {
+                let e: Expr = input.parse()?;
+                input.parse::<proc_macro2::TokenStream>()?;
+                Ok(e)
+            });
+            if let Ok(x) = scrutinee {
+                out.extend(returned_names(&x));
+            }
+        }
         Expr::Reference(r) => out.extend(returned_names(&r.expr)),
         Expr::Await(a) => out.extend(returned_names(&a.base)),
         Expr::Try(t) => out.extend(returned_names(&t.expr)),
