@@ -15,6 +15,8 @@ pub struct Imports {
     names: HashMap<String, String>,
     /// Canonical prefixes of `use prefix::*`.
     globs: Vec<String>,
+    /// Those of them that are `pub use prefix::*`: what the module re-exports.
+    pub_globs: Vec<String>,
     /// Child modules declared in this module (`mod x;` / `mod x { … }`), for 2018-style relative paths.
     child_modules: Vec<String>,
     /// Earlier meanings of a name a later `use` replaced: feature-gated alternatives
@@ -49,7 +51,14 @@ impl Imports {
         }
         for item in items {
             match item {
-                syn::Item::Use(u) => self.add_use(&u.tree, Vec::new(), u.leading_colon.is_some()),
+                syn::Item::Use(u) => {
+                    let before = self.globs.len();
+                    self.add_use(&u.tree, Vec::new(), u.leading_colon.is_some());
+                    if !matches!(u.vis, syn::Visibility::Inherited) {
+                        let added = self.globs[before..].to_vec();
+                        self.pub_globs.extend(added);
+                    }
+                }
                 syn::Item::ExternCrate(e) => {
                     let name = e.ident.to_string();
                     let local = e
@@ -253,6 +262,13 @@ impl Imports {
     /// (`crate::locks`, `crate::locks::manager`).
     pub fn glob_exports(&self) -> impl Iterator<Item = (String, String)> + '_ {
         self.globs.iter().map(|g| (self.module.clone(), g.clone()))
+    }
+
+    /// The `pub use prefix::*` among them, as (module, prefix).
+    pub fn pub_glob_exports(&self) -> impl Iterator<Item = (String, String)> + '_ {
+        self.pub_globs
+            .iter()
+            .map(|g| (self.module.clone(), g.clone()))
     }
 
     /// Does any import come from this crate? Cheap relevance test for packs.

@@ -29,6 +29,8 @@ pub struct FileIndex {
     pub reexports: Vec<(String, String)>,
     /// Modules with glob imports -> the globbed prefixes.
     pub glob_reexports: Vec<(String, String)>,
+    /// The public ones (`pub use etcd_client::*`).
+    pub pub_globs: Vec<(String, String)>,
     /// `impl Trait for Type`: (trait path, type path, the methods the block defines).
     pub impls: Vec<(String, String, Vec<String>)>,
     /// Constants and statics with their declared types (`static LOCKS: LazyLock<Manager>`).
@@ -399,6 +401,7 @@ impl FileIndex {
                 modules,
                 reexports,
                 glob_reexports,
+                pub_globs,
                 impls,
                 const_types,
                 traits,
@@ -416,6 +419,7 @@ impl FileIndex {
             out.modules.extend(modules);
             out.reexports.extend(reexports);
             out.glob_reexports.extend(glob_reexports);
+            out.pub_globs.extend(pub_globs);
             out.impls.extend(impls);
             out.const_types.extend(const_types);
             out.traits.extend(traits);
@@ -433,6 +437,7 @@ impl FileIndex {
         dedup(&mut out.modules);
         dedup(&mut out.reexports);
         dedup(&mut out.glob_reexports);
+        dedup(&mut out.pub_globs);
         out
     }
 
@@ -445,6 +450,7 @@ impl FileIndex {
         let module = imports.module.clone();
         self.reexports.extend(imports.exports());
         self.glob_reexports.extend(imports.glob_exports());
+        self.pub_globs.extend(imports.pub_glob_exports());
         // Items of this module resolve to their full path even where nothing imports them.
         let local: std::collections::HashSet<String> = FileIndex::item_names(items)
             .chain(file_items.into_iter().flatten().cloned())
@@ -800,6 +806,8 @@ pub struct CrateIndex {
     reexports: HashMap<String, String>,
     /// Modules -> the prefixes they glob-import.
     glob_reexports: Vec<(String, String)>,
+    /// Modules -> the prefixes they glob-re-export (`pub use`).
+    pub_globs: Vec<(String, String)>,
     /// Type path -> the traits it implements here, with the methods each impl defines.
     impls: HashMap<String, Vec<(String, Vec<String>)>>,
     const_types: HashMap<String, Ty>,
@@ -855,6 +863,7 @@ impl CrateIndex {
                 }
             }
             idx.glob_reexports.extend(f.glob_reexports);
+            idx.pub_globs.extend(f.pub_globs);
             for (tr, ty, methods) in f.impls {
                 idx.impls.entry(ty).or_default().push((tr, methods));
             }
@@ -941,7 +950,8 @@ impl CrateIndex {
     /// re-exported prefix is taken first; a glob re-export is followed only to an item of the
     /// crate (which of several globbed external crates a name comes from cannot be told here).
     pub fn through_reexports(&self, mut path: String) -> String {
-        if self.reexports.is_empty() && self.glob_reexports.is_empty() {
+        if self.reexports.is_empty() && self.glob_reexports.is_empty() && self.pub_globs.is_empty()
+        {
             return path;
         }
         // Bounded: re-exports can form cycles in code that does not compile.
@@ -968,12 +978,42 @@ impl CrateIndex {
                 None => break,
             }
         }
-        self.glob_reexports.iter().find_map(|(module, prefix)| {
-            let rest = path.strip_prefix(module.as_str())?.strip_prefix("::")?;
-            let candidate = format!("{prefix}::{rest}");
-            (self.is_item(&candidate) || self.reexports.contains_key(&candidate))
-                .then_some(candidate)
-        })
+        self.glob_reexports
+            .iter()
+            .find_map(|(module, prefix)| {
+                let rest = path.strip_prefix(module.as_str())?.strip_prefix("::")?;
+                let candidate = format!("{prefix}::{rest}");
+                (self.is_item(&candidate) || self.reexports.contains_key(&candidate))
+                    .then_some(candidate)
+            })
+            .or_else(|| self.external_glob(path))
+    }
+
+    /// `pub use etcd_client::*;` in a module of the crate (a workspace crate wrapping a client
+    /// library): a name the module does not define is the other crate's, when the module
+    /// re-exports exactly one other crate so (with two, the name is ambiguous here).
+    fn external_glob(&self, path: &str) -> Option<String> {
+        let mut found = None;
+        for (module, prefix) in &self.pub_globs {
+            if prefix.starts_with("crate::") || prefix.starts_with("std::") {
+                continue;
+            }
+            let Some(rest) = path
+                .strip_prefix(module.as_str())
+                .and_then(|r| r.strip_prefix("::"))
+            else {
+                continue;
+            };
+            // Only a name of the module itself (`Client`, `Client::connect`), not of a child.
+            if self.is_item(&format!("{module}::{}", rest.split("::").next()?)) {
+                return None;
+            }
+            if found.is_some() {
+                return None;
+            }
+            found = Some(format!("{prefix}::{rest}"));
+        }
+        found
     }
 
     /// Expands aliases and settles names that resolution left bare (`Locks` declared in a sibling
