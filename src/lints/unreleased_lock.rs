@@ -37,12 +37,17 @@ use crate::packs::ReleaseStyle;
 /// The region is followed in the function that acquires. A release inside a conditional branch
 /// counts as a release. A lock known only by its key (a raw `SET … NX`, an advisory lock in SQL) is
 /// reported only when the same function releases it on some paths and not on others: such locks
-/// are often released by another function.
+/// are often released by another function. A session advisory lock ends with its session, except
+/// on a connection a pool lent (`pool.acquire()`, deadpool, bb8): dropped on an early `?`, that
+/// connection goes back to the pool still holding the lock, so the path is reported.
 pub struct UnreleasedLock;
 
 pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {
     let s = &c.site;
-    if s.release != ReleaseStyle::Explicit || s.region.escapes || s.wrapped {
+    // A session lock taken on a connection a pool lent ends with the session only when the
+    // connection is closed: dropped, it goes back to the pool still holding the lock.
+    let lent = s.sql && s.checkout.is_some();
+    if (s.release != ReleaseStyle::Explicit && !lent) || s.region.escapes || s.wrapped {
         return None;
     }
     // A lock known only by its key (a raw command, SQL) is often released by another function:
