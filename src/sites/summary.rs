@@ -665,6 +665,13 @@ const PLUMBING_METHODS: &[&str] = &[
     "set",
     "await",
     "tick",
+    // Accessors: reading an id or a key to keep beside the lock (`lease_id: lease.id()`).
+    "id",
+    "key",
+    "as_bytes",
+    "to_vec",
+    "as_secs",
+    "as_millis",
 ];
 const PLUMBING_MACROS: &[&str] = &[
     "bail",

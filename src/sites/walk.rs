@@ -1060,7 +1060,10 @@ impl<'a, 'c> Walker<'a, 'c> {
             // A wrapper: hands the lock back, or runs the caller's closure while holding it.
             // A lock known by its key is handed back with the value that names it (a Redlock
             // quorum loop's `return Ok(lock)` after `instance.acquire(&lock)` on each node).
+            // …unless it is released here (`persistence.unlock().await` as the tail answers
+            // the release, it does not hand the receiver's lock back).
             let key_returned = !h.handle
+                && r.release.is_none()
                 && self
                     .key_names
                     .get(&region::start_of(site.span))
