@@ -629,15 +629,9 @@ impl<'a, 'c> Walker<'a, 'c> {
         for n in names.iter().filter(|n| !mentioned.contains(*n)) {
             self.marker(MarkerKind::Rebind(n.clone()), Span::of(pat));
         }
-        // A value computed from a lock's result carries it (`let acquired: bool = row.get(0)`),
-        // unless the name it reads was rebound since (`let resp = lease_grant(..)`: `resp.id()`
-        // is the lease's, not the lock's).
-        if init.is_some() {
-            for n in &names {
-                self.carry_into(n, &mentioned);
-            }
-        }
-        // Locks taken before this statement no longer go by the names it rebinds.
+        // Locks taken before this statement no longer go by the names it rebinds (judged before
+        // the value is carried: `let key = resp.key()` makes `key` a name of the lock, it does
+        // not rebind one).
         let here = region::start_of(Span::of(pat));
         for (i, (_, h)) in self.holdings.iter().enumerate() {
             if h.start < here {
@@ -647,6 +641,14 @@ impl<'a, 'c> Walker<'a, 'c> {
                 {
                     self.rebound.entry(i).or_default().insert(n.clone());
                 }
+            }
+        }
+        // A value computed from a lock's result carries it (`let acquired: bool = row.get(0)`),
+        // unless the name it reads was rebound since (`let resp = lease_grant(..)`: `resp.id()`
+        // is the lease's, not the lock's).
+        if init.is_some() {
+            for n in &names {
+                self.carry_into(n, &mentioned);
             }
         }
         self.bind_types(pat, init, ty);
