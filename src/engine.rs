@@ -655,7 +655,17 @@ fn expand_through_traits(
                 let Some(t) = w.through_trait(&tr) else {
                     continue;
                 };
-                if let Some((dep, inner_trait)) = view.in_dep_terms(&tr)
+                // The trait's crate may hold nothing the prefilter wanted yet (generic code
+                // naming no lock library): its name in the path is enough to reach it.
+                let dep_terms = view.in_dep_terms(&tr).or_else(|| {
+                    let (first, rest) = tr.split_once("::")?;
+                    graph
+                        .deps(root)
+                        .iter()
+                        .any(|(n, _)| n == first)
+                        .then(|| (first.to_string(), format!("crate::{rest}")))
+                });
+                if let Some((dep, inner_trait)) = dep_terms
                     && let Some((_, dep_root)) = graph.deps(root).iter().find(|(n, _)| *n == dep)
                 {
                     let prefix = format!("{dep}::");
