@@ -2,9 +2,9 @@
 //! version and a hash of its source, the configurations in force, the rule selection, and the
 //! path and content hash of every file of the crate). Results depend on the whole crate (its
 //! index, its wrappers), so a change anywhere in a crate recomputes that crate; an unchanged tree
-//! is served from here without parsing anything. Entries are JSON files under the cache directory, each behind a line
-//! holding the checksum of the JSON: an entry damaged on disk is recomputed, never served, even when
-//! what is left is still valid JSON.
+//! is served from here without parsing anything. Entries are JSON files under the cache
+//! directory, each behind a line holding the checksum of the JSON: an entry damaged on disk is
+//! recomputed, never served, even when what is left is still valid JSON.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -242,9 +242,11 @@ fn apply(mut s: State, outward: &[&Expr]) -> Step {
                         let keeps_failure = (bool_now || s.layers.get(1) == Some(&Layer::Bool))
                             && match name.as_str() {
                                 "unwrap_or_default" => true,
-                                "unwrap_or" => m.args.first().is_some_and(|a| {
-                                    matches!(a, Expr::Lit(l) if matches!(&l.lit, syn::Lit::Bool(b) if !b.value))
-                                }),
+                                "unwrap_or" => m.args.first().is_some_and(is_false),
+                                // `.unwrap_or_else(|e| { warn!(..); false })`: "not acquired".
+                                "unwrap_or_else" => m.args.first().is_some_and(
+                                    |a| matches!(a, Expr::Closure(c) if is_false(&c.body)),
+                                ),
                                 _ => false,
                             };
                         if keeps_failure && bool_now {
@@ -271,6 +273,18 @@ fn apply(mut s: State, outward: &[&Expr]) -> Step {
         }
     }
     Step::Go(s)
+}
+
+/// `false`, or a block whose value is `false`.
+fn is_false(e: &Expr) -> bool {
+    match e {
+        Expr::Lit(l) => matches!(&l.lit, syn::Lit::Bool(b) if !b.value),
+        Expr::Block(b) => {
+            matches!(b.block.stmts.last(), Some(Stmt::Expr(x, None)) if is_false(x))
+        }
+        Expr::Paren(p) => is_false(&p.expr),
+        _ => false,
+    }
 }
 
 enum Binding {
