@@ -563,6 +563,17 @@ pub enum FlagUnit {
     At,
 }
 
+impl FlagUnit {
+    /// The unit of the value after a relative flag (`EX` seconds, `PX` milliseconds).
+    pub fn ttl_unit(self) -> TtlUnit {
+        if self == FlagUnit::S {
+            TtlUnit::S
+        } else {
+            TtlUnit::Ms
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SqlScope {

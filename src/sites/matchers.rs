@@ -1159,14 +1159,9 @@ fn match_named_command<'a>(
                 };
                 // `.arg("PX").arg(ttl)` with `ttl` the function's parameter.
                 let from_param = || {
-                    let unit = if unit == FlagUnit::S {
-                        crate::packs::TtlUnit::S
-                    } else {
-                        crate::packs::TtlUnit::Ms
-                    };
                     cmd_args
                         .get(i + 1)
-                        .and_then(|a| ttl::param_ttl(w, a, unit))
+                        .and_then(|a| ttl::param_ttl(w, a, unit.ttl_unit()))
                         .unwrap_or(Ttl::Unknown)
                 };
                 ttl = match (unit, values.get(i + 1).cloned().flatten()) {

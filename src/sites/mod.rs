@@ -58,6 +58,14 @@ impl Ttl {
             _ => None,
         }
     }
+
+    /// The parameter a wrapper's primitive takes its TTL from, for its call sites to evaluate.
+    pub fn param(&self) -> Option<(usize, crate::packs::TtlUnit)> {
+        match self {
+            Ttl::Param { index, unit } => Some((*index, *unit)),
+            _ => None,
+        }
+    }
 }
 
 /// Whether the code goes on as if it held the lock when the acquisition failed.

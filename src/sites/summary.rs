@@ -263,14 +263,6 @@ pub(super) fn reported_after(
 }
 
 /// The argument `held` names, if it is one.
-/// The parameter a wrapper's primitive takes its TTL from, for its call sites to evaluate.
-pub(super) fn ttl_arg(ttl: &super::Ttl) -> Option<(usize, crate::packs::TtlUnit)> {
-    match ttl {
-        super::Ttl::Param { index, unit } => Some((*index, *unit)),
-        _ => None,
-    }
-}
-
 pub(super) fn key_arg(held: Option<&Held>) -> Option<usize> {
     match held? {
         Held::KeyArg(i) => Some(*i),

@@ -384,16 +384,7 @@ fn options_ttl<'a>(w: &Walker<'a, '_>, def: &CallDef, opt: Option<&'a Expr>, met
         None => missing(),
         Some((flag, arg)) => match (def.ttl_flags.get(&flag), arg) {
             (Some(FlagUnit::At), _) => Ttl::Absolute,
-            (Some(unit), Some(a)) => value_ttl(
-                w,
-                a,
-                if *unit == FlagUnit::S {
-                    TtlUnit::S
-                } else {
-                    TtlUnit::Ms
-                },
-                true,
-            ),
+            (Some(unit), Some(a)) => value_ttl(w, a, unit.ttl_unit(), true),
             _ => Ttl::Unknown,
         },
     }
