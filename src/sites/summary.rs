@@ -448,25 +448,44 @@ pub(super) fn works_after(body: &syn::Block, from: Pos, lock: &HashSet<String>) 
         found: bool,
         /// The lock's own names: reading its value (`resp.key()`) is reporting, not work.
         lock: &'l HashSet<String>,
+        /// Names bound from the lock's value (`Err(err) => { let e = err.into_service_error();`):
+        /// reading them is reporting too.
+        derived: HashSet<String>,
     }
     impl Work<'_> {
         fn after(&self, s: Span) -> bool {
             start_of(s) > self.from
         }
+        fn of_lock(&self, n: &str) -> bool {
+            self.lock.contains(n) || self.derived.contains(n)
+        }
+        fn derive(&mut self, from: &Expr, pat: &syn::Pat) {
+            if chain_root(from).is_some_and(|r| self.of_lock(&r)) {
+                pat_names(pat, &mut self.derived);
+            }
+        }
     }
     impl<'ast> Visit<'ast> for Work<'_> {
+        fn visit_local(&mut self, l: &'ast syn::Local) {
+            if let Some(init) = &l.init {
+                self.derive(&init.expr, &l.pat);
+            }
+            syn::visit::visit_local(self, l);
+        }
         fn visit_expr(&mut self, e: &'ast Expr) {
             if self.found {
                 return;
             }
             match e {
+                Expr::Match(m) => m.arms.iter().for_each(|a| self.derive(&m.expr, &a.pat)),
+                Expr::Let(l) => self.derive(&l.expr, &l.pat),
                 Expr::Call(c) => {
                     // A tuple variant or struct (`MyError::Locked(key)`) is built, not run; a
                     // call made only of the lock's own value (`String::from_utf8_lossy(
                     // resp.key())`) reads the reply, as a method on it does.
                     let names: HashSet<String> =
                         c.args.iter().flat_map(super::walk::idents_in).collect();
-                    let of_lock = !names.is_empty() && names.iter().all(|n| self.lock.contains(n));
+                    let of_lock = !names.is_empty() && names.iter().all(|n| self.of_lock(n));
                     if let Expr::Path(p) = &*c.func
                         && let Some(last) = p.path.segments.last()
                         && !of_lock
@@ -482,7 +501,7 @@ pub(super) fn works_after(body: &syn::Block, from: Pos, lock: &HashSet<String>) 
                     }
                 }
                 Expr::MethodCall(m) => {
-                    let on_lock = chain_root(&m.receiver).is_some_and(|r| self.lock.contains(&r));
+                    let on_lock = chain_root(&m.receiver).is_some_and(|r| self.of_lock(&r));
                     // Bookkeeping in the receiver's own state (`self.state.store(1, SeqCst)`,
                     // `self.held.insert(key)`) records the acquisition; it is not the work.
                     let method = m.method.to_string();
@@ -527,6 +546,7 @@ pub(super) fn works_after(body: &syn::Block, from: Pos, lock: &HashSet<String>) 
         from,
         found: false,
         lock,
+        derived: HashSet::new(),
     };
     for s in &body.stmts {
         if let Stmt::Item(_) = s {

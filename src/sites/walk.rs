@@ -303,6 +303,12 @@ fn analyze_fn<'a>(
         markers: Vec::new(),
         guards: region::Guards::default(),
         closure_depth: 0,
+        forwarded_depth: 0,
+        forwarding: HashSet::new(),
+        value_closures: HashMap::new(),
+        in_value_closures: Vec::new(),
+        closure_values: HashSet::new(),
+        in_closure_value: 0,
         loops: Vec::new(),
         block_ends: Vec::new(),
         holdings: Vec::new(),
@@ -493,6 +499,22 @@ pub(super) struct Walker<'a, 'c> {
     /// markers: an `else if` chain of N branches holds N conditions, not N² copies).
     guards: region::Guards,
     closure_depth: usize,
+    /// How many of the enclosing closures hand their value to the function's (`return
+    /// spawn_blocking(move || { … Ok(lock) }).await?`): while every enclosing closure does,
+    /// their `return`s and tails are the function's.
+    forwarded_depth: usize,
+    /// Closures passed to a call whose value the function returns (see `forwarded_depth`).
+    forwarding: HashSet<*const syn::ExprClosure>,
+    /// Closures whose value becomes a local's (`let r = self.with_conn(|c| cmd.query(c))?;`),
+    /// with that local's binding: (name, where its holding starts, the let's block end, the
+    /// closure depth of the let).
+    value_closures: HashMap<*const syn::ExprClosure, (String, Pos, Pos, usize)>,
+    /// The value closures being walked, innermost last, with the closure depth inside each.
+    in_value_closures: Vec<(usize, *const syn::ExprClosure)>,
+    /// The value expressions of those closures (their tails, each arm of a tail `match`).
+    closure_values: HashSet<*const Expr>,
+    /// Inside one of `closure_values`.
+    in_closure_value: usize,
     loops: Vec<Span>,
     block_ends: Vec<Pos>,
     /// Sites of this function (index into `out.sites`) and how each is held.
@@ -838,7 +860,7 @@ impl<'a, 'c> Walker<'a, 'c> {
         let scoped_call = m.via.is_some() && m.release == Some(crate::packs::ReleaseStyle::Guard);
         let forwards_work = m.mentions.iter().any(|n| self.callables.contains(n));
         if self.in_return > 0
-            && (self.closure_depth == 0 || self.returns_future())
+            && (self.closure_depth == self.forwarded_depth || self.returns_future())
             && (!scoped_call || forwards_work)
         {
             self.returned_sites.push(self.out.sites.len());
@@ -846,10 +868,25 @@ impl<'a, 'c> Walker<'a, 'c> {
         if scoped_call && !forwards_work {
             self.scoped_results.insert(self.out.sites.len());
         }
-        if self.closure_depth > 0 {
+        // The value of a closure that a local takes (`let r = with_conn(|c| SET NX …)?`) is
+        // held under that local, from the `let` on.
+        let bound_by_closure = (self.in_closure_value > 0)
+            .then(|| self.in_value_closures.last())
+            .flatten()
+            .filter(|(depth, _)| *depth == self.closure_depth)
+            .and_then(|(_, c)| self.value_closures.get(c))
+            .cloned();
+        if self.closure_depth > self.forwarded_depth && bound_by_closure.is_none() {
             self.in_closures.insert(region::start_of(m.span));
         }
         let mut holding = self.holding_for(&u, key.clone(), m.auto_renew, m.sql);
+        if let Some((name, start, end, depth)) = bound_by_closure {
+            holding.names.insert(name);
+            holding.start = start;
+            holding.scope_end = end;
+            holding.closure = depth;
+            holding.escapes_at_site = false;
+        }
         holding.lease_names = m.lease_names.clone();
         holding.start = holding.start.max(chain_end);
         if let Some((at, start, end)) = self.deferred_region
@@ -1453,6 +1490,17 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                                 has_else: init.diverge.is_some(),
                             },
                         );
+                        if init.diverge.is_none()
+                            && let Some(n) = single_name(&l.pat)
+                            && let Some(c) = valued_closure(&init.expr)
+                        {
+                            let end = self.block_ends.last().copied().unwrap_or((usize::MAX, 0));
+                            let start = region::end_of(Span::of(&*init.expr));
+                            self.value_closures.insert(
+                                c as *const syn::ExprClosure,
+                                (n, start, end, self.closure_depth),
+                            );
+                        }
                         self.visit_expr(&init.expr);
                         if let Some((_, els)) = &init.diverge {
                             // The `else` of `let … else` runs when the pattern did not match.
@@ -1560,12 +1608,20 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
             self.switches.insert((local, m.method.to_string(), b.value));
         }
         let value = !self.value_exprs.is_empty() && self.value_exprs.contains(&(e as *const Expr));
+        let closure_value =
+            !self.closure_values.is_empty() && self.closure_values.contains(&(e as *const Expr));
         if value {
             self.in_return += 1;
+        }
+        if closure_value {
+            self.in_closure_value += 1;
         }
         self.visit_expr_inner(e);
         if value {
             self.in_return -= 1;
+        }
+        if closure_value {
+            self.in_closure_value -= 1;
         }
     }
 
@@ -1602,6 +1658,20 @@ impl<'a> Walker<'a, '_> {
                 | Expr::Paren(_)
         ) {
             self.detect(e, u);
+        }
+        // A closure handed to a call whose value is returned (`spawn_blocking(move || { … })
+        // .await?`, `block_on(..)`, `retry(|| ..)`) gives the function its value.
+        if self.in_return > 0 && self.closure_depth == self.forwarded_depth {
+            let args = match e {
+                Expr::Call(c) => Some(&c.args),
+                Expr::MethodCall(m) => Some(&m.args),
+                _ => None,
+            };
+            for a in args.into_iter().flatten() {
+                if let Some(c) = closure_value(a) {
+                    self.forwarding.insert(c as *const syn::ExprClosure);
+                }
+            }
         }
         match e {
             Expr::If(i) => {
@@ -1727,7 +1797,22 @@ impl<'a> Walker<'a, '_> {
                 self.guards = self.guards.pop();
             }
             Expr::Closure(c) => {
+                let forwarded = self.closure_depth == self.forwarded_depth
+                    && self.forwarding.contains(&(c as *const syn::ExprClosure));
+                if forwarded {
+                    self.forwarded_depth += 1;
+                    value_leaves(&c.body, &mut self.value_exprs, 0);
+                    self.returned.extend(returned_names(&c.body));
+                }
                 self.closure_depth += 1;
+                let valued = self
+                    .value_closures
+                    .contains_key(&(c as *const syn::ExprClosure));
+                if valued {
+                    self.in_value_closures
+                        .push((self.closure_depth, c as *const syn::ExprClosure));
+                    value_leaves(&c.body, &mut self.closure_values, 0);
+                }
                 self.scopes.push(HashMap::new());
                 for p in &c.inputs {
                     self.bind(p, None, None);
@@ -1735,7 +1820,13 @@ impl<'a> Walker<'a, '_> {
                 self.set_use(&c.body, Use::Escape);
                 self.visit_expr(&c.body);
                 self.scopes.pop();
+                if valued {
+                    self.in_value_closures.pop();
+                }
                 self.closure_depth -= 1;
+                if forwarded {
+                    self.forwarded_depth -= 1;
+                }
             }
             Expr::Async(a) => {
                 // `?` and `return` inside an async block leave the block, not the function.
@@ -1754,12 +1845,13 @@ impl<'a> Walker<'a, '_> {
                 if let Some(x) = &r.expr {
                     self.set_use(x, Use::Escape);
                     self.escape_if_name(x);
-                    if self.closure_depth == 0 {
+                    let returns = self.closure_depth == self.forwarded_depth;
+                    if returns {
                         self.returned.extend(returned_names(x));
                         self.in_return += 1;
                     }
                     self.visit_expr(x);
-                    if self.closure_depth == 0 {
+                    if returns {
                         self.in_return -= 1;
                     }
                 }
@@ -2104,6 +2196,68 @@ fn value_leaves(e: &Expr, out: &mut HashSet<*const Expr>, depth: usize) {
     }
 }
 
+/// Is a called path a constructor: a tuple struct or variant (`Ok`, `Holder`), or a `new`,
+/// `from`, `pin` or `into` function?
+fn constructs(func: &Expr) -> bool {
+    let Expr::Path(p) = func else {
+        return false;
+    };
+    p.path.segments.last().is_some_and(|s| {
+        let name = s.ident.to_string();
+        name.starts_with(|c: char| c.is_ascii_uppercase())
+            || matches!(
+                name.as_str(),
+                "new" | "from" | "pin" | "into" | "with_capacity"
+            )
+            || name.starts_with("new_")
+    })
+}
+
+/// The closure whose value an initialiser takes: the closure argument of the call at its root,
+/// through `?`, `.await` and error conversions (`self.with_conn(|c| cmd.query(c))?`,
+/// `spawn_blocking(move || …).await??`). One closure argument only: with two, which one's
+/// value comes back is the callee's choice.
+fn valued_closure(e: &Expr) -> Option<&syn::ExprClosure> {
+    match e {
+        Expr::Try(t) => valued_closure(&t.expr),
+        Expr::Await(a) => valued_closure(&a.base),
+        Expr::Paren(p) => valued_closure(&p.expr),
+        Expr::MethodCall(m)
+            if matches!(
+                m.method.to_string().as_str(),
+                "map_err" | "context" | "with_context" | "wrap_err" | "wrap_err_with"
+            ) =>
+        {
+            valued_closure(&m.receiver)
+        }
+        Expr::Call(_) | Expr::MethodCall(_) => {
+            let args = match e {
+                Expr::Call(c) => &c.args,
+                Expr::MethodCall(m) => &m.args,
+                _ => unreachable!(),
+            };
+            let mut closures = args.iter().filter_map(closure_value);
+            let first = closures.next();
+            first.filter(|_| closures.next().is_none())
+        }
+        _ => None,
+    }
+}
+
+/// The closure an argument is: itself, or the tail of a block that prepares its captures
+/// (`{ let key = key.to_string(); move || … }`).
+fn closure_value(e: &Expr) -> Option<&syn::ExprClosure> {
+    match e {
+        Expr::Closure(c) => Some(c),
+        Expr::Paren(p) => closure_value(&p.expr),
+        Expr::Block(b) => match b.block.stmts.last() {
+            Some(Stmt::Expr(x, None)) => closure_value(x),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 fn returned_names(e: &Expr) -> HashSet<String> {
     let mut out = HashSet::new();
     let tail = |b: &syn::Block| match b.stmts.last() {
@@ -2112,7 +2266,11 @@ fn returned_names(e: &Expr) -> HashSet<String> {
     };
     match e {
         Expr::Path(_) => out.extend(name_of(e)),
-        Expr::Call(c) => c.args.iter().for_each(|a| out.extend(returned_names(a))),
+        // A constructor hands its arguments back (`Ok(lock)`, `Some(Holder(lock))`,
+        // `Box::new(lock)`); a function of the program takes them (`publish(&key)`).
+        Expr::Call(c) if constructs(&c.func) => {
+            c.args.iter().for_each(|a| out.extend(returned_names(a)))
+        }
         // What a field's method answers is not the field's owner (`q.zk.delete(..)`).
         Expr::MethodCall(m) if !matches!(&*m.receiver, Expr::Field(_)) => {
             out.extend(returned_names(&m.receiver))
