@@ -49,6 +49,10 @@ pub struct FileIndex {
     pub derefs: Vec<(String, Ty)>,
     /// Functions that build and hand back a Redis command (see [`CmdBuilder`]).
     pub cmd_builders: Vec<CmdBuilder>,
+    /// Functions and methods that answer a text built by their tail (`fn kv_url(&self) ->
+    /// String { format!("{addr}/v1/kv/{}", self.key) }`): path -> the tail's source. A URL
+    /// built by such a helper keeps its fixed parts.
+    pub text_fns: Vec<(String, String)>,
     /// Methods of `impl Trait for Type` blocks and their returns, as `fns`; an inherent method
     /// of the same name wins.
     pub trait_fns: Vec<(String, Ty)>,
@@ -68,6 +72,43 @@ pub struct CmdBuilder {
     pub name: String,
     /// Each `.arg(..)`'s source text, in order.
     pub args: Vec<String>,
+}
+
+/// A function answering `String` whose tail builds the text (`format!`, a literal, `+`): its
+/// path and the tail's source.
+fn text_tail(path: &str, sig: &syn::Signature, body: &syn::Block) -> Option<(String, String)> {
+    let syn::ReturnType::Type(_, ret) = &sig.output else {
+        return None;
+    };
+    let syn::Type::Path(rp) = &**ret else {
+        return None;
+    };
+    if rp.path.segments.last()?.ident != "String" {
+        return None;
+    }
+    let tail = match body.stmts.last()? {
+        syn::Stmt::Expr(e, None) => e,
+        syn::Stmt::Macro(m) if m.semi_token.is_none() => {
+            return m.mac.path.is_ident("format").then(|| {
+                (
+                    path.to_string(),
+                    quote::ToTokens::to_token_stream(m).to_string(),
+                )
+            });
+        }
+        _ => return None,
+    };
+    let built = match tail {
+        Expr::Macro(m) => m.mac.path.is_ident("format"),
+        Expr::Binary(b) => matches!(b.op, syn::BinOp::Add(_)),
+        _ => false,
+    };
+    built.then(|| {
+        (
+            path.to_string(),
+            quote::ToTokens::to_token_stream(tail).to_string(),
+        )
+    })
 }
 
 impl CmdBuilder {
@@ -410,6 +451,7 @@ impl FileIndex {
                 variant_names,
                 derefs,
                 cmd_builders,
+                text_fns,
                 trait_fns,
             } = p;
             out.structs.extend(structs);
@@ -428,6 +470,7 @@ impl FileIndex {
             out.variant_names.extend(variant_names);
             out.derefs.extend(derefs);
             out.cmd_builders.extend(cmd_builders);
+            out.text_fns.extend(text_fns);
             out.trait_fns.extend(trait_fns);
         }
         fn dedup<T: Clone + Eq + std::hash::Hash>(v: &mut Vec<T>) {
@@ -533,6 +576,7 @@ impl FileIndex {
                         &f.block,
                         imports,
                     ));
+                    self.text_fns.extend(text_tail(&path, &f.sig, &f.block));
                     if let Some(ret) = ret_ty(&f.sig, imports, None) {
                         self.fns.push((path, ret));
                     }
@@ -631,8 +675,9 @@ impl FileIndex {
                     for it in &imp.items {
                         match it {
                             syn::ImplItem::Fn(f) => {
+                                let path = format!("{}::{}", self_ty.path, f.sig.ident);
+                                self.text_fns.extend(text_tail(&path, &f.sig, &f.block));
                                 if let Some(ret) = ret_ty(&f.sig, imports, Some(&self_ty)) {
-                                    let path = format!("{}::{}", self_ty.path, f.sig.ident);
                                     // Rust calls the inherent method when a trait's has its name.
                                     if imp.trait_.is_some() {
                                         self.trait_fns.push((path, ret));
@@ -818,6 +863,7 @@ pub struct CrateIndex {
     variant_names: std::collections::HashSet<String>,
     derefs: HashMap<String, Ty>,
     cmd_builders: HashMap<String, CmdBuilder>,
+    text_fns: HashMap<String, String>,
 }
 
 impl CrateIndex {
@@ -839,6 +885,7 @@ impl CrateIndex {
             idx.derefs.extend(f.derefs);
             idx.cmd_builders
                 .extend(f.cmd_builders.into_iter().map(|b| (b.path.clone(), b)));
+            idx.text_fns.extend(f.text_fns);
             for (path, fields) in f.variants {
                 idx.variants
                     .entry(path)
@@ -1099,6 +1146,14 @@ impl CrateIndex {
         None
     }
 
+    /// The tail source of a function of the crate that answers a built text.
+    pub fn text_fn(&self, path: &str) -> Option<&str> {
+        self.text_fns
+            .get(&self.through_reexports(self.settle(path)))
+            .or_else(|| self.text_fns.get(path))
+            .map(String::as_str)
+    }
+
     /// The command a function of the crate builds and hands back unrun.
     pub fn cmd_builder(&self, path: &str) -> Option<&CmdBuilder> {
         self.cmd_builders
@@ -1324,6 +1379,14 @@ impl CrateView {
         match self.dep_of(&path) {
             Some((_, view, inner)) => view.cmd_builder(&inner),
             None => self.own.cmd_builder(&path),
+        }
+    }
+
+    pub fn text_fn(&self, path: &str) -> Option<&str> {
+        let path = self.through_reexports(path.to_string());
+        match self.dep_of(&path) {
+            Some((_, view, inner)) => view.text_fn(&inner),
+            None => self.own.text_fn(&path),
         }
     }
 

@@ -181,6 +181,8 @@ fn apply(mut s: State, outward: &[&Expr]) -> Step {
         }
         match e {
             Expr::Await(_) | Expr::Paren(_) => {}
+            // `timeout(d, acquire)`: elapsed is one more failure, outside the acquisition's own.
+            Expr::Call(c) if super::walk::is_timeout_call(c) => s.layers.insert(0, Layer::Result),
             Expr::Try(_) => {
                 if matches!(s.layers[0], Layer::Result | Layer::Option) {
                     s.layers.remove(0);

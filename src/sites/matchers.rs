@@ -624,6 +624,19 @@ fn url_key<'a>(w: &Walker<'a, '_>, def: &CallDef, args: &[&'a Expr]) -> Option<&
     })
 }
 
+/// The tail of the text-building function a call runs, parsed.
+fn text_fn_tail(w: &Walker<'_, '_>, e: &Expr) -> Option<Expr> {
+    let path = match e {
+        Expr::MethodCall(m) => format!("{}::{}", w.type_of(&m.receiver)?.peeled().path, m.method),
+        Expr::Call(c) => match &*c.func {
+            Expr::Path(f) => w.resolve(&f.path),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    syn::parse_str(w.cx.index.text_fn(&path)?).ok()
+}
+
 /// A URL as text: literals as written, `format!` and `+` joined, locals followed to what they
 /// were bound to, anything else as `{expr}`, so that fixed parts (`/v1/kv/`, `?acquire=`) can be
 /// looked for and two URLs built from the same names compare equal.
@@ -666,6 +679,9 @@ fn url_template(w: &Walker<'_, '_>, e: &Expr, depth: usize) -> Option<String> {
         {
             rec(&c.args[0])?
         }
+        // A helper of the program that builds the text (`self.kv_url()`, `kv_url(&addr, key)`):
+        // its tail, with its own locals and parameters as holes.
+        Expr::MethodCall(_) | Expr::Call(_) if let Some(tail) = text_fn_tail(w, e) => rec(&tail)?,
         Expr::Path(p) if p.path.get_ident().is_some() => {
             let name = p.path.get_ident()?.to_string();
             match w.local_init(&name) {

@@ -305,6 +305,7 @@ fn analyze_fn<'a>(
         closure_depth: 0,
         forwarded_depth: 0,
         forwarding: HashSet::new(),
+        outer_returns: Vec::new(),
         value_closures: HashMap::new(),
         in_value_closures: Vec::new(),
         closure_values: HashSet::new(),
@@ -504,13 +505,15 @@ pub(super) struct Walker<'a, 'c> {
     /// their `return`s and tails are the function's.
     forwarded_depth: usize,
     /// Closures passed to a call whose value the function returns (see `forwarded_depth`).
-    forwarding: HashSet<*const syn::ExprClosure>,
+    forwarding: HashSet<*const Expr>,
+    /// `in_return` outside each forwarded closure being walked.
+    outer_returns: Vec<usize>,
     /// Closures whose value becomes a local's (`let r = self.with_conn(|c| cmd.query(c))?;`),
     /// with that local's binding: (name, where its holding starts, the let's block end, the
     /// closure depth of the let).
-    value_closures: HashMap<*const syn::ExprClosure, (String, Pos, Pos, usize)>,
+    value_closures: HashMap<*const Expr, (String, Pos, Pos, usize)>,
     /// The value closures being walked, innermost last, with the closure depth inside each.
-    in_value_closures: Vec<(usize, *const syn::ExprClosure)>,
+    in_value_closures: Vec<(usize, *const Expr)>,
     /// The value expressions of those closures (their tails, each arm of a tail `match`).
     closure_values: HashSet<*const Expr>,
     /// Inside one of `closure_values`.
@@ -750,6 +753,9 @@ impl<'a, 'c> Walker<'a, 'c> {
                 Expr::Await(a) => &a.base,
                 Expr::Try(t) => &t.expr,
                 Expr::Paren(p) => &p.expr,
+                // `timeout(d, client.campaign(..)).await??`: the bounded future's result, in
+                // one more `Result`.
+                Expr::Call(c) if is_timeout_call(c) => &c.args[1],
                 _ => break,
             };
         }
@@ -942,6 +948,44 @@ impl<'a, 'c> Walker<'a, 'c> {
             command,
             expire_after,
         });
+    }
+
+    /// Enters a closure or an `async` block: one level deeper, and, when its value is the
+    /// function's (forwarded) or a local's (valued), its tail counted as such.
+    fn enter_deferred(&mut self, e: &'a Expr) -> (bool, bool) {
+        let ptr = e as *const Expr;
+        let forwarded =
+            self.closure_depth == self.forwarded_depth && self.forwarding.contains(&ptr);
+        if forwarded {
+            // Inside, only the tail is the value: `spawn(async move { let l = lock().await;
+            // work().await })` returns no lock.
+            self.outer_returns.push(std::mem::take(&mut self.in_return));
+            self.forwarded_depth += 1;
+            if let Some(tail) = deferred_tail(e) {
+                value_leaves(tail, &mut self.value_exprs, 0);
+                self.returned.extend(returned_names(tail));
+            }
+        }
+        self.closure_depth += 1;
+        let valued = self.value_closures.contains_key(&ptr);
+        if valued {
+            self.in_value_closures.push((self.closure_depth, ptr));
+            if let Some(tail) = deferred_tail(e) {
+                value_leaves(tail, &mut self.closure_values, 0);
+            }
+        }
+        (forwarded, valued)
+    }
+
+    fn leave_deferred(&mut self, forwarded: bool, valued: bool) {
+        if valued {
+            self.in_value_closures.pop();
+        }
+        self.closure_depth -= 1;
+        if forwarded {
+            self.forwarded_depth -= 1;
+            self.in_return = self.outer_returns.pop().unwrap_or_default();
+        }
     }
 
     /// The parameter and variant a site's `match` arm selects on, when the scrutinee is a
@@ -1496,10 +1540,8 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                         {
                             let end = self.block_ends.last().copied().unwrap_or((usize::MAX, 0));
                             let start = region::end_of(Span::of(&*init.expr));
-                            self.value_closures.insert(
-                                c as *const syn::ExprClosure,
-                                (n, start, end, self.closure_depth),
-                            );
+                            self.value_closures
+                                .insert(c as *const Expr, (n, start, end, self.closure_depth));
                         }
                         self.visit_expr(&init.expr);
                         if let Some((_, els)) = &init.diverge {
@@ -1669,7 +1711,7 @@ impl<'a> Walker<'a, '_> {
             };
             for a in args.into_iter().flatten() {
                 if let Some(c) = closure_value(a) {
-                    self.forwarding.insert(c as *const syn::ExprClosure);
+                    self.forwarding.insert(c as *const Expr);
                 }
             }
         }
@@ -1797,22 +1839,7 @@ impl<'a> Walker<'a, '_> {
                 self.guards = self.guards.pop();
             }
             Expr::Closure(c) => {
-                let forwarded = self.closure_depth == self.forwarded_depth
-                    && self.forwarding.contains(&(c as *const syn::ExprClosure));
-                if forwarded {
-                    self.forwarded_depth += 1;
-                    value_leaves(&c.body, &mut self.value_exprs, 0);
-                    self.returned.extend(returned_names(&c.body));
-                }
-                self.closure_depth += 1;
-                let valued = self
-                    .value_closures
-                    .contains_key(&(c as *const syn::ExprClosure));
-                if valued {
-                    self.in_value_closures
-                        .push((self.closure_depth, c as *const syn::ExprClosure));
-                    value_leaves(&c.body, &mut self.closure_values, 0);
-                }
+                let (forwarded, valued) = self.enter_deferred(e);
                 self.scopes.push(HashMap::new());
                 for p in &c.inputs {
                     self.bind(p, None, None);
@@ -1820,19 +1847,13 @@ impl<'a> Walker<'a, '_> {
                 self.set_use(&c.body, Use::Escape);
                 self.visit_expr(&c.body);
                 self.scopes.pop();
-                if valued {
-                    self.in_value_closures.pop();
-                }
-                self.closure_depth -= 1;
-                if forwarded {
-                    self.forwarded_depth -= 1;
-                }
+                self.leave_deferred(forwarded, valued);
             }
             Expr::Async(a) => {
                 // `?` and `return` inside an async block leave the block, not the function.
-                self.closure_depth += 1;
+                let (forwarded, valued) = self.enter_deferred(e);
                 self.visit_block(&a.block);
-                self.closure_depth -= 1;
+                self.leave_deferred(forwarded, valued);
             }
             Expr::Try(t) => {
                 self.visit_expr(&t.expr);
@@ -2196,6 +2217,13 @@ fn value_leaves(e: &Expr, out: &mut HashSet<*const Expr>, depth: usize) {
     }
 }
 
+/// `tokio::time::timeout(d, fut)`, `async_std::future::timeout(d, fut)`: a future bounded in
+/// time, whose output is the inner future's in a `Result`.
+pub(super) fn is_timeout_call(c: &syn::ExprCall) -> bool {
+    c.args.len() == 2
+        && matches!(&*c.func, Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "timeout"))
+}
+
 /// Is a called path a constructor: a tuple struct or variant (`Ok`, `Holder`), or a `new`,
 /// `from`, `pin` or `into` function?
 fn constructs(func: &Expr) -> bool {
@@ -2217,7 +2245,7 @@ fn constructs(func: &Expr) -> bool {
 /// through `?`, `.await` and error conversions (`self.with_conn(|c| cmd.query(c))?`,
 /// `spawn_blocking(move || …).await??`). One closure argument only: with two, which one's
 /// value comes back is the callee's choice.
-fn valued_closure(e: &Expr) -> Option<&syn::ExprClosure> {
+fn valued_closure(e: &Expr) -> Option<&Expr> {
     match e {
         Expr::Try(t) => valued_closure(&t.expr),
         Expr::Await(a) => valued_closure(&a.base),
@@ -2244,11 +2272,23 @@ fn valued_closure(e: &Expr) -> Option<&syn::ExprClosure> {
     }
 }
 
-/// The closure an argument is: itself, or the tail of a block that prepares its captures
-/// (`{ let key = key.to_string(); move || … }`).
-fn closure_value(e: &Expr) -> Option<&syn::ExprClosure> {
+/// What a closure or an `async` block evaluates to: the closure's body, the block's tail.
+fn deferred_tail(e: &Expr) -> Option<&Expr> {
     match e {
-        Expr::Closure(c) => Some(c),
+        Expr::Closure(c) => Some(&c.body),
+        Expr::Async(a) => match a.block.stmts.last() {
+            Some(Stmt::Expr(x, None)) => Some(x),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The closure (or `async` block) an argument is: itself, or the tail of a block that prepares its captures
+/// (`{ let key = key.to_string(); move || … }`).
+fn closure_value(e: &Expr) -> Option<&Expr> {
+    match e {
+        Expr::Closure(_) | Expr::Async(_) => Some(e),
         Expr::Paren(p) => closure_value(&p.expr),
         Expr::Block(b) => match b.block.stmts.last() {
             Some(Stmt::Expr(x, None)) => closure_value(x),

@@ -380,6 +380,14 @@ impl<'a, 'c> Walker<'a, 'c> {
                 Some(Stmt::Expr(x, None)) => rec(x),
                 _ => None,
             },
+            // `match builder.build().await { Ok(m) => m, Err(e) => return }`: the success arm
+            // hands on what the scrutinee held.
+            Expr::Match(m) => m
+                .arms
+                .iter()
+                .any(|a| unwrapped_by(&a.pat).is_some_and(|n| plain_name(&a.body) == Some(n)))
+                .then(|| rec(&m.expr))
+                .flatten(),
             Expr::MethodCall(m) => {
                 let method = m.method.to_string();
                 let recv = rec(&m.receiver);
@@ -417,6 +425,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                         | "unwrap"
                         | "expect"
                         | "unwrap_or_default"
+                        | "unwrap_or_else"
                         | "into_inner"
                         | "context"
                         | "with_context"
@@ -720,4 +729,26 @@ fn assigned_fields<'b>(body: &'b syn::Block, name: &str) -> Vec<(String, &'b Exp
     };
     v.visit_block(body);
     v.out
+}
+
+/// The name `Ok(x)` or `Some(x)` binds.
+fn unwrapped_by(p: &syn::Pat) -> Option<String> {
+    let syn::Pat::TupleStruct(t) = p else {
+        return None;
+    };
+    let last = t.path.segments.last()?.ident.to_string();
+    if !matches!(last.as_str(), "Ok" | "Some") || t.elems.len() != 1 {
+        return None;
+    }
+    match &t.elems[0] {
+        syn::Pat::Ident(i) if i.subpat.is_none() => Some(i.ident.to_string()),
+        _ => None,
+    }
+}
+
+fn plain_name(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Path(p) if p.qself.is_none() => p.path.get_ident().map(|i| i.to_string()),
+        _ => None,
+    }
 }
