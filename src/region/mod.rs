@@ -161,6 +161,10 @@ pub struct Holding {
     pub lease_names: HashSet<String>,
     /// How many closures or `async` blocks the acquisition is nested in.
     pub closure: usize,
+    /// A reply matched on (`match query(GET_LOCK).fetch_one(..).await { Ok(v) => …, Err(e) =>
+    /// return … }`) while the lock lives on in the session or the store: when the success arm
+    /// does not release it, it is held from the end of the `match` to the end of its block.
+    pub after_match: Option<(Pos, Pos)>,
 }
 
 /// What happens while the lock is held.

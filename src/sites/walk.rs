@@ -886,7 +886,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             self.in_closures.insert(region::start_of(m.span));
         }
         let mut holding = self.holding_for(&u, key.clone(), m.auto_renew, m.sql);
-        if let Some((name, start, end, depth)) = bound_by_closure {
+        if let Some((name, start, end, depth)) = bound_by_closure.clone() {
             holding.names.insert(name);
             holding.start = start;
             holding.scope_end = end;
@@ -902,6 +902,16 @@ impl<'a, 'c> Walker<'a, 'c> {
             holding.scope_end = end;
         }
         holding.handle = m.handle;
+        // Only after a success arm that is known (`Ok(v)`): with the program's own variants
+        // nothing says which arm holds the lock.
+        if !m.handle
+            && bound_by_closure.is_none()
+            && let Use::Match { bound: None, arms } = &u
+            && arms.iter().any(|a| failure::is_success_pattern(&a.pat))
+            && let Some(&end) = self.block_ends.last()
+        {
+            holding.after_match = Some((self.stmt_end, end));
+        }
         // A lock kept in the store or with the receiver, in no value, outlives the block that
         // took it: `if self.locking { conn.lock().await?; }` … `if self.locking { conn.unlock() }`.
         if !m.handle
@@ -1139,7 +1149,21 @@ impl<'a, 'c> Walker<'a, 'c> {
         }
         for (idx, h) in std::mem::take(&mut self.holdings) {
             let site = &self.out.sites[idx];
-            let r = region::compute_with(site.span, &h, &facts, site.pack, site.sql);
+            let mut r = region::compute_with(site.span, &h, &facts, site.pack, site.sql);
+            if r.release.is_none()
+                && !r.escapes
+                && let Some((start, scope_end)) = h.after_match
+            {
+                // Known by its key from here: the arm's binding was only the reply, and its
+                // name may be reused (`Ok(v) => Some(v)` in a later match).
+                let after = region::Holding {
+                    start,
+                    scope_end,
+                    names: HashSet::new(),
+                    ..h.clone()
+                };
+                r = region::compute_with(site.span, &after, &facts, site.pack, site.sql);
+            }
             // A wrapper: hands the lock back, or runs the caller's closure while holding it.
             // A lock known by its key is handed back with the value that names it (a Redlock
             // quorum loop's `return Ok(lock)` after `instance.acquire(&lock)` on each node).
@@ -2311,8 +2335,15 @@ fn returned_names(e: &Expr) -> HashSet<String> {
         Expr::Call(c) if constructs(&c.func) => {
             c.args.iter().for_each(|a| out.extend(returned_names(a)))
         }
-        // What a field's method answers is not the field's owner (`q.zk.delete(..)`).
-        Expr::MethodCall(m) if !matches!(&*m.receiver, Expr::Field(_)) => {
+        // What a field's method answers is not the field's owner (`q.zk.delete(..)`), and a
+        // call that ends its receiver answers only how that went (`lock_tx.commit().await`).
+        Expr::MethodCall(m)
+            if !matches!(&*m.receiver, Expr::Field(_))
+                && !matches!(
+                    m.method.to_string().as_str(),
+                    "commit" | "rollback" | "close" | "unlock" | "release" | "execute"
+                ) =>
+        {
             out.extend(returned_names(&m.receiver))
         }
         Expr::Struct(s) => s
