@@ -306,6 +306,9 @@ fn analyze_fn<'a>(
         forwarded_depth: 0,
         forwarding: HashSet::new(),
         outer_returns: Vec::new(),
+        spawning: HashMap::new(),
+        in_spawned: None,
+        spawned: HashMap::new(),
         value_closures: HashMap::new(),
         in_value_closures: Vec::new(),
         closure_values: HashSet::new(),
@@ -508,6 +511,14 @@ pub(super) struct Walker<'a, 'c> {
     forwarding: HashSet<*const Expr>,
     /// `in_return` outside each forwarded closure being walked.
     outer_returns: Vec<usize>,
+    /// Tasks the function spawns (`tokio::spawn(async move { … })` at its own level), with the
+    /// end of the spawning call: a lock taken in one is held by the task, after the function
+    /// returns.
+    spawning: HashMap<*const Expr, (Pos, Pos)>,
+    /// The spawned task being walked, if any: (closure depth inside it, the spawn's span).
+    in_spawned: Option<(usize, (Pos, Pos))>,
+    /// Sites taken at a spawned task's own level, with the spawn's span.
+    spawned: HashMap<usize, (Pos, Pos)>,
     /// Closures whose value becomes a local's (`let r = self.with_conn(|c| cmd.query(c))?;`),
     /// with that local's binding: (name, where its holding starts, the let's block end, the
     /// closure depth of the let).
@@ -882,6 +893,11 @@ impl<'a, 'c> Walker<'a, 'c> {
             .filter(|(depth, _)| *depth == self.closure_depth)
             .and_then(|(_, c)| self.value_closures.get(c))
             .cloned();
+        if let Some((depth, end)) = self.in_spawned
+            && depth == self.closure_depth
+        {
+            self.spawned.insert(self.out.sites.len(), end);
+        }
         if self.closure_depth > self.forwarded_depth && bound_by_closure.is_none() {
             self.in_closures.insert(region::start_of(m.span));
         }
@@ -977,6 +993,11 @@ impl<'a, 'c> Walker<'a, 'c> {
             }
         }
         self.closure_depth += 1;
+        if self.closure_depth == 1
+            && let Some(&end) = self.spawning.get(&ptr)
+        {
+            self.in_spawned = Some((1, end));
+        }
         let valued = self.value_closures.contains_key(&ptr);
         if valued {
             self.in_value_closures.push((self.closure_depth, ptr));
@@ -990,6 +1011,12 @@ impl<'a, 'c> Walker<'a, 'c> {
     fn leave_deferred(&mut self, forwarded: bool, valued: bool) {
         if valued {
             self.in_value_closures.pop();
+        }
+        if self
+            .in_spawned
+            .is_some_and(|(depth, _)| depth == self.closure_depth)
+        {
+            self.in_spawned = None;
         }
         self.closure_depth -= 1;
         if forwarded {
@@ -1178,9 +1205,18 @@ impl<'a, 'c> Walker<'a, 'c> {
             let returned = self.returned_sites.contains(&idx)
                 || (!self.scoped_results.contains(&idx)
                     && (h.names.iter().any(|n| self.returned.contains(n)) || key_returned));
-            let scoped = callbacks
-                .get(callbacks.partition_point(|&p| p <= r.start))
-                .is_some_and(|&p| p <= r.end);
+            // A task spawned to hold the lock (`start_leader_election(..)` spawning the loop
+            // that campaigns, then returning): its caller starts the lock and holds nothing.
+            // A task that takes a lock on each round of a loop (a cron loop) uses it itself:
+            // only a lock the task takes once and keeps makes its spawner a starter.
+            let spawned = self.spawned.get(&idx).is_some_and(|&(start, end)| {
+                !h.loops.iter().any(|l| region::start_of(*l) > start)
+                    && !summary::works_after(body, end, &HashSet::new())
+            });
+            let scoped = spawned
+                || callbacks
+                    .get(callbacks.partition_point(|&p| p <= r.start))
+                    .is_some_and(|&p| p <= r.end);
             self.out.sites[idx].region = r;
             // One wrapper per library: a helper that takes the lock from one backend or
             // another (`match backend { Redis => .., Etcd => .. }`) is a wrapper of each, so
@@ -1725,6 +1761,26 @@ impl<'a> Walker<'a, '_> {
         ) {
             self.detect(e, u);
         }
+        // A task spawned at the function's own level (`tokio::spawn(async move { … })`,
+        // `runtime.spawn(..)`, `thread::spawn(move || ..)`).
+        if self.closure_depth == 0 {
+            let args = match e {
+                Expr::Call(c) if is_spawn(&c.func) => Some(&c.args),
+                Expr::MethodCall(m)
+                    if matches!(m.method.to_string().as_str(), "spawn" | "spawn_local") =>
+                {
+                    Some(&m.args)
+                }
+                _ => None,
+            };
+            for a in args.into_iter().flatten() {
+                if let Some(c) = closure_value(a) {
+                    let at = Span::of(e);
+                    self.spawning
+                        .insert(c as *const Expr, (region::start_of(at), region::end_of(at)));
+                }
+            }
+        }
         // A closure handed to a call whose value is returned (`spawn_blocking(move || { … })
         // .await?`, `block_on(..)`, `retry(|| ..)`) gives the function its value.
         if self.in_return > 0 && self.closure_depth == self.forwarded_depth {
@@ -2239,6 +2295,11 @@ fn value_leaves(e: &Expr, out: &mut HashSet<*const Expr>, depth: usize) {
             out.insert(other as *const Expr);
         }
     }
+}
+
+/// `tokio::spawn`, `task::spawn_local`, `thread::spawn`: starts a task and returns.
+fn is_spawn(func: &Expr) -> bool {
+    matches!(func, Expr::Path(p) if p.path.segments.last().is_some_and(|s| matches!(s.ident.to_string().as_str(), "spawn" | "spawn_local")))
 }
 
 /// `tokio::time::timeout(d, fut)`, `async_std::future::timeout(d, fut)`: a future bounded in
