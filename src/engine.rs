@@ -966,7 +966,7 @@ fn config_id(c: &Arc<Config>) -> usize {
 fn with_wrappers(base: &PackSet, wrappers: &[WrapperCandidate]) -> Result<PackSet, ToolError> {
     let mut packs = base.packs.clone();
     // Lock types whose `Drop` releases (`impl Drop for Guard { fn drop(&mut self) { release } }`):
-    // a wrapper handing one out hands out a guard.
+    // a wrapper handing one out hands out a guard, as does one answering `impl Drop`.
     let drop_releases: HashSet<&str> = wrappers
         .iter()
         .filter(|w| w.kind == CallKind::Release)
@@ -999,7 +999,7 @@ fn with_wrappers(base: &PackSet, wrappers: &[WrapperCandidate]) -> Result<PackSe
                     && w.kind.is_acquisition()
                     && w.returns_type
                         .as_deref()
-                        .is_some_and(|t| drop_releases.contains(t))
+                        .is_some_and(|t| drop_releases.contains(t) || t == "Drop")
                 {
                     def.release = Some(ReleaseStyle::Guard);
                 }

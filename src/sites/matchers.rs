@@ -47,6 +47,9 @@ pub(super) struct Matched<'a> {
     pub handle: bool,
     /// How this call's lock is released, when it differs from the pack's.
     pub release: Option<ReleaseStyle>,
+    /// A call of a scoped wrapper (`with_lock(key, || …)`): released before it returns. (A
+    /// wrapper handing out a guard whose `Drop` releases is released by `Guard` too, later.)
+    pub scoped: bool,
     pub consensus: Option<bool>,
     /// The store, when the receiver's type says which (else the pack's).
     pub backend: Option<String>,
@@ -87,6 +90,7 @@ impl<'a> Matched<'a> {
             checkout: None,
             handle: false,
             release: None,
+            scoped: false,
             consensus: None,
             backend: None,
             lease_names: HashSet::new(),
@@ -850,6 +854,9 @@ fn build<'a>(
                 || def.in_scope.is_empty()
                     && !matches!(def.returns, Returns::Bool | Returns::ResultBool)),
         release: def.release,
+        scoped: def.via.is_some()
+            && def.release == Some(ReleaseStyle::Guard)
+            && def.returns_type.is_none(),
         consensus: def.consensus,
         purpose: def.purpose.map(|p| (p, def.fenced_by.clone())),
         success_variant: def.success_variant.clone(),

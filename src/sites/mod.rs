@@ -116,6 +116,8 @@ pub struct Site {
     pub failure: Failure,
     pub fencing: Fencing,
     pub release: ReleaseStyle,
+    /// A call of a scoped wrapper: it released the lock before it returned.
+    pub scoped: bool,
     pub consensus: bool,
     /// The store, when the receiver's type says which (else the pack's `backend`).
     pub backend: Option<String>,

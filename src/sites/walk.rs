@@ -874,7 +874,7 @@ impl<'a, 'c> Walker<'a, 'c> {
         // for a `BoxFuture`); `block_on(async { … })` in `main` hands back the block's result.
         // A scoped wrapper's call (`with_lock(key, async { … })`) hands back what the work
         // returns, not the lock: it is handed back only with a closure of the caller's own.
-        let scoped_call = m.via.is_some() && m.release == Some(crate::packs::ReleaseStyle::Guard);
+        let scoped_call = m.scoped;
         let forwards_work = m.mentions.iter().any(|n| self.callables.contains(n));
         if self.in_return > 0
             && (self.closure_depth == self.forwarded_depth || self.returns_future())
@@ -960,6 +960,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             failure,
             fencing: m.fencing,
             release: m.release.unwrap_or(pack.release),
+            scoped: m.scoped,
             consensus: m.consensus.unwrap_or(pack.consensus),
             backend: m.backend,
             sql: m.sql,
@@ -1235,8 +1236,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 site.wrapped = !in_place;
                 // Handing back a scoped wrapper's call with the caller's work is a scoped
                 // wrapper too: its callers hold nothing afterwards.
-                let forwards_scope =
-                    site.via.is_some() && site.release == crate::packs::ReleaseStyle::Guard;
+                let forwards_scope = site.scoped;
                 // Judged where it is, a lock handed back is the unseen caller's to release.
                 site.region.escapes |= in_place && returned;
                 let ret = self.ret.as_ref();
@@ -1246,9 +1246,10 @@ impl<'a, 'c> Walker<'a, 'c> {
                     Some("bool") => crate::packs::Returns::Bool,
                     _ => crate::packs::Returns::Value,
                 };
+                // `-> Option<impl Drop>` names no type but says how the value is released.
                 let returns_type = ret
                     .map(|t| t.peeled())
-                    .filter(|t| t.path.contains("::"))
+                    .filter(|t| t.path.contains("::") || t.path == "Drop")
                     .map(|t| t.path.clone());
                 // A lock type of the code's own (a struct holding the key) is a handle even
                 // around a reply-only primitive; the reply itself is not.
