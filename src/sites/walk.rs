@@ -512,7 +512,7 @@ pub(super) struct Walker<'a, 'c> {
     /// `in_return` outside each forwarded closure being walked.
     outer_returns: Vec<usize>,
     /// Tasks the function spawns (`tokio::spawn(async move { … })` at its own level), with the
-    /// end of the spawning call: a lock taken in one is held by the task, after the function
+    /// spawning call's span: a lock taken in one is held by the task, after the function
     /// returns.
     spawning: HashMap<*const Expr, (Pos, Pos)>,
     /// The spawned task being walked, if any: (closure depth inside it, the spawn's span).
@@ -893,20 +893,20 @@ impl<'a, 'c> Walker<'a, 'c> {
             .filter(|(depth, _)| *depth == self.closure_depth)
             .and_then(|(_, c)| self.value_closures.get(c))
             .cloned();
-        if let Some((depth, end)) = self.in_spawned
+        if let Some((depth, spawn)) = self.in_spawned
             && depth == self.closure_depth
         {
-            self.spawned.insert(self.out.sites.len(), end);
+            self.spawned.insert(self.out.sites.len(), spawn);
         }
         if self.closure_depth > self.forwarded_depth && bound_by_closure.is_none() {
             self.in_closures.insert(region::start_of(m.span));
         }
         let mut holding = self.holding_for(&u, key.clone(), m.auto_renew, m.sql);
-        if let Some((name, start, end, depth)) = bound_by_closure.clone() {
-            holding.names.insert(name);
-            holding.start = start;
-            holding.scope_end = end;
-            holding.closure = depth;
+        if let Some((name, start, end, depth)) = &bound_by_closure {
+            holding.names.insert(name.clone());
+            holding.start = *start;
+            holding.scope_end = *end;
+            holding.closure = *depth;
             holding.escapes_at_site = false;
         }
         holding.lease_names = m.lease_names.clone();
@@ -995,9 +995,9 @@ impl<'a, 'c> Walker<'a, 'c> {
         }
         self.closure_depth += 1;
         if self.closure_depth == 1
-            && let Some(&end) = self.spawning.get(&ptr)
+            && let Some(&spawn) = self.spawning.get(&ptr)
         {
-            self.in_spawned = Some((1, end));
+            self.in_spawned = Some((1, spawn));
         }
         let valued = self.value_closures.contains_key(&ptr);
         if valued {
