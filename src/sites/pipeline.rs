@@ -46,7 +46,9 @@ pub(super) fn judge<'a>(
     let Some(local) = local else {
         return Failure::Handled;
     };
-    for s in w.rest() {
+    // The run may follow the block that adds the command (`for k in keys { pipe.cmd("SET")…; }`
+    // then `pipe.query_async::<()>(..)`).
+    for s in w.rests().flatten() {
         let (e, u) = match s {
             Stmt::Local(l) => match &l.init {
                 Some(init) => (

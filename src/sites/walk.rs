@@ -753,6 +753,12 @@ impl<'a, 'c> Walker<'a, 'c> {
         self.rest.last().copied().unwrap_or(&[])
     }
 
+    /// The statements after the current one in each enclosing block, innermost first (what
+    /// runs after a `for` loop's body, for a command the body adds to a pipeline).
+    pub(super) fn rests(&self) -> impl Iterator<Item = &'a [Stmt]> + '_ {
+        self.rest.iter().rev().copied()
+    }
+
     /// Looks for a site at the heart of a method chain (`mgr.lock(k, t).await?`), innermost first.
     fn detect(&mut self, e: &'a Expr, u: Use<'a>) {
         let mut levels: Vec<&'a Expr> = Vec::new();
