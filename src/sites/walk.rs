@@ -515,8 +515,9 @@ pub(super) struct Walker<'a, 'c> {
     /// spawning call's span: a lock taken in one is held by the task, after the function
     /// returns.
     spawning: HashMap<*const Expr, (Pos, Pos)>,
-    /// The spawned task being walked, if any: (closure depth inside it, the spawn's span).
-    in_spawned: Option<(usize, (Pos, Pos))>,
+    /// The spawn of the task being walked, if any (tasks are spawned at the function's own
+    /// level, so the task's own level is closure depth 1).
+    in_spawned: Option<(Pos, Pos)>,
     /// Sites taken at a spawned task's own level, with the spawn's span.
     spawned: HashMap<usize, (Pos, Pos)>,
     /// Closures whose value becomes a local's (`let r = self.with_conn(|c| cmd.query(c))?;`),
@@ -899,8 +900,8 @@ impl<'a, 'c> Walker<'a, 'c> {
             .filter(|(depth, _)| *depth == self.closure_depth)
             .and_then(|(_, c)| self.value_closures.get(c))
             .cloned();
-        if let Some((depth, spawn)) = self.in_spawned
-            && depth == self.closure_depth
+        if let Some(spawn) = self.in_spawned
+            && self.closure_depth == 1
         {
             self.spawned.insert(self.out.sites.len(), spawn);
         }
@@ -1003,7 +1004,7 @@ impl<'a, 'c> Walker<'a, 'c> {
         if self.closure_depth == 1
             && let Some(&spawn) = self.spawning.get(&ptr)
         {
-            self.in_spawned = Some((1, spawn));
+            self.in_spawned = Some(spawn);
         }
         let valued = self.value_closures.contains_key(&ptr);
         if valued {
@@ -1019,10 +1020,7 @@ impl<'a, 'c> Walker<'a, 'c> {
         if valued {
             self.in_value_closures.pop();
         }
-        if self
-            .in_spawned
-            .is_some_and(|(depth, _)| depth == self.closure_depth)
-        {
+        if self.closure_depth == 1 {
             self.in_spawned = None;
         }
         self.closure_depth -= 1;
@@ -1770,36 +1768,18 @@ impl<'a> Walker<'a, '_> {
         }
         // A task spawned at the function's own level (`tokio::spawn(async move { … })`,
         // `runtime.spawn(..)`, `thread::spawn(move || ..)`).
-        if self.closure_depth == 0 {
-            let args = match e {
-                Expr::Call(c) if is_spawn(&c.func) => Some(&c.args),
-                Expr::MethodCall(m)
-                    if matches!(m.method.to_string().as_str(), "spawn" | "spawn_local") =>
-                {
-                    Some(&m.args)
-                }
-                _ => None,
-            };
-            for a in args.into_iter().flatten() {
-                if let Some(c) = closure_value(a) {
-                    let at = Span::of(e);
-                    self.spawning
-                        .insert(c as *const Expr, (region::start_of(at), region::end_of(at)));
-                }
+        if self.closure_depth == 0 && spawns(e) {
+            let at = Span::of(e);
+            for c in closure_args(e) {
+                self.spawning
+                    .insert(c as *const Expr, (region::start_of(at), region::end_of(at)));
             }
         }
         // A closure handed to a call whose value is returned (`spawn_blocking(move || { … })
         // .await?`, `block_on(..)`, `retry(|| ..)`) gives the function its value.
         if self.in_return > 0 && self.closure_depth == self.forwarded_depth {
-            let args = match e {
-                Expr::Call(c) => Some(&c.args),
-                Expr::MethodCall(m) => Some(&m.args),
-                _ => None,
-            };
-            for a in args.into_iter().flatten() {
-                if let Some(c) = closure_value(a) {
-                    self.forwarding.insert(c as *const Expr);
-                }
+            for c in closure_args(e) {
+                self.forwarding.insert(c as *const Expr);
             }
         }
         match e {
@@ -2304,9 +2284,17 @@ fn value_leaves(e: &Expr, out: &mut HashSet<*const Expr>, depth: usize) {
     }
 }
 
-/// `tokio::spawn`, `task::spawn_local`, `thread::spawn`: starts a task and returns.
-fn is_spawn(func: &Expr) -> bool {
-    matches!(func, Expr::Path(p) if p.path.segments.last().is_some_and(|s| matches!(s.ident.to_string().as_str(), "spawn" | "spawn_local")))
+/// `tokio::spawn(..)`, `thread::spawn(..)`, `runtime.spawn(..)`, `set.spawn_local(..)`: starts
+/// a task and returns.
+fn spawns(e: &Expr) -> bool {
+    let is_spawn = |i: &syn::Ident| i == "spawn" || i == "spawn_local";
+    match e {
+        Expr::Call(c) => {
+            matches!(&*c.func, Expr::Path(p) if p.path.segments.last().is_some_and(|s| is_spawn(&s.ident)))
+        }
+        Expr::MethodCall(m) => is_spawn(&m.method),
+        _ => false,
+    }
 }
 
 /// `tokio::time::timeout(d, fut)`, `async_std::future::timeout(d, fut)`: a future bounded in
@@ -2351,17 +2339,22 @@ fn valued_closure(e: &Expr) -> Option<&Expr> {
             valued_closure(&m.receiver)
         }
         Expr::Call(_) | Expr::MethodCall(_) => {
-            let args = match e {
-                Expr::Call(c) => &c.args,
-                Expr::MethodCall(m) => &m.args,
-                _ => unreachable!(),
-            };
-            let mut closures = args.iter().filter_map(closure_value);
+            let mut closures = closure_args(e);
             let first = closures.next();
             first.filter(|_| closures.next().is_none())
         }
         _ => None,
     }
+}
+
+/// The closures and `async` blocks a call or method call is handed (see `closure_value`).
+fn closure_args(e: &Expr) -> impl Iterator<Item = &Expr> {
+    let args = match e {
+        Expr::Call(c) => Some(&c.args),
+        Expr::MethodCall(m) => Some(&m.args),
+        _ => None,
+    };
+    args.into_iter().flatten().filter_map(closure_value)
 }
 
 /// What a closure or an `async` block evaluates to: the closure's body, the block's tail.
