@@ -34,7 +34,8 @@ use crate::packs::ReleaseStyle;
 /// or use an API that releases for you (`fenced-lock`'s `Keeper::run`).
 ///
 /// ## Known limits
-/// The region is followed in the function that acquires. A release inside a conditional branch
+/// The region is followed in the function that acquires; for a wrapper that runs the caller's
+/// work while holding (`with_lock(key, work)`), inside the wrapper. A release inside a conditional branch
 /// counts as a release. A lock known only by its key (a raw `SET … NX`, an advisory lock in SQL) is
 /// reported only when the same function releases it on some paths and not on others: such locks
 /// are often released by another function. A session advisory lock ends with its session, except
@@ -47,7 +48,9 @@ pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {
     // A session lock taken on a connection a pool lent ends with the session only when the
     // connection is closed: dropped, it goes back to the pool still holding the lock.
     let lent = s.sql && s.checkout.is_some();
-    if (s.release != ReleaseStyle::Explicit && !lent) || s.region.escapes || s.wrapped {
+    // A scoped wrapper's own primitive is judged here: its callers cannot see its paths out.
+    let judged_here = !s.wrapped || s.released_inside;
+    if (s.release != ReleaseStyle::Explicit && !lent) || s.region.escapes || !judged_here {
         return None;
     }
     // A lock known only by its key (a raw command, SQL) is often released by another function:

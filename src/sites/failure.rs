@@ -310,6 +310,11 @@ pub(super) fn is_success_pattern(p: &Pat) -> bool {
     polarity(p) == Polarity::Success
 }
 
+/// `Err(_)`, `None`, `false`, `Ok(false)`: the attempt failed, as far as the pattern says.
+pub(super) fn is_failure_pattern(p: &Pat) -> bool {
+    polarity(p) == Polarity::Failure
+}
+
 /// A variant of the program's own taken apart (`Acquisition::Owned(guard)`): neither the
 /// success nor the failure of an attempt, as far as the pattern says.
 pub(super) fn is_other_variant(p: &Pat) -> bool {

@@ -140,6 +140,9 @@ pub struct Site {
     /// The primitive inside a wrapper: purpose, fencing and consensus are judged at the wrapper's
     /// call sites instead.
     pub wrapped: bool,
+    /// The primitive of a scoped wrapper (`with_lock(key, work)`): taken and released in this
+    /// function, so its paths out are judged here; its callers see only a call that released.
+    pub released_inside: bool,
     /// The purpose its library declares for the lock (and what fences it), below the code's and
     /// the config's own word.
     pub library_purpose: Option<(crate::directives::DeclaredPurpose, Option<String>)>,

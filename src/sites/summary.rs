@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet};
 use syn::visit::Visit;
 use syn::{Expr, Stmt};
 
-use crate::region::{Pos, start_of};
+use crate::region::{Pos, end_of, start_of};
 use crate::source::Span;
 
 /// Where a lock stays after the call that took it, or which lock a release call releases.
@@ -122,9 +122,12 @@ impl FnFlow {
 /// returns, when the function is an acquire function: it does nothing after acquiring but report
 /// how it went, and the lock is known by something its caller has (a key argument, the receiver,
 /// the connection's session).
+/// `from`: where work would run under the lock (a lock known by its key after a `match` on the
+/// reply has its region start after the `match`, but the success arm's work runs under it too).
 pub(super) fn held_after(
     flow: &FnFlow,
     site: &super::Site,
+    from: Pos,
     names: &HashSet<String>,
     key: Option<&HashSet<String>>,
     body: &syn::Block,
@@ -133,7 +136,7 @@ pub(super) fn held_after(
     // releases before it returns: neither stays held after the function.
     if site.region.release.is_some()
         || site.release == crate::packs::ReleaseStyle::Guard
-        || works_after(body, site.region.start, names)
+        || works_after(body, from, names)
     {
         return None;
     }
@@ -341,8 +344,7 @@ impl<'ast> Visit<'ast> for FlowVisitor {
                 } else if is_self_field(&a.left) {
                     self.stored.push(reads(&a.right));
                     let s = Span::of(&*a.right);
-                    self.stored_spans
-                        .push((start_of(s), crate::region::end_of(s)));
+                    self.stored_spans.push((start_of(s), end_of(s)));
                 }
             }
             // `self.held.insert(key, guard)`, `self.lease.replace(id)`, `self.guards.push(g)`.
@@ -357,8 +359,7 @@ impl<'ast> Visit<'ast> for FlowVisitor {
                 for a in &m.args {
                     ids.extend(reads(a));
                     let s = Span::of(a);
-                    self.stored_spans
-                        .push((start_of(s), crate::region::end_of(s)));
+                    self.stored_spans.push((start_of(s), end_of(s)));
                 }
                 self.stored.push(ids);
             }
@@ -454,10 +455,23 @@ pub(super) fn works_after(body: &syn::Block, from: Pos, lock: &HashSet<String>) 
     }
     impl Work<'_> {
         fn after(&self, s: Span) -> bool {
-            start_of(s) > self.from
+            // `>=`: a match arm's region starts at its body's first token, which may be work.
+            start_of(s) >= self.from
         }
         fn of_lock(&self, n: &str) -> bool {
             self.lock.contains(n) || self.derived.contains(n)
+        }
+        /// A condition on the lock's reply (`resp.succeeded()`, `!acquired`, `let Some(l) = r`),
+        /// or the acquisition itself (`match self.try_lock().await { … }`).
+        fn tests_lock(&self, cond: &Expr) -> bool {
+            let inner = match cond {
+                Expr::Unary(u) => &*u.expr,
+                Expr::Let(l) => &*l.expr,
+                other => other,
+            };
+            let span = Span::of(inner);
+            chain_root(inner).is_some_and(|r| self.of_lock(&r))
+                || start_of(span) < self.from && self.from <= end_of(span)
         }
         fn derive(&mut self, from: &Expr, pat: &syn::Pat) {
             if chain_root(from).is_some_and(|r| self.of_lock(&r)) {
@@ -477,6 +491,33 @@ pub(super) fn works_after(body: &syn::Block, from: Pos, lock: &HashSet<String>) 
                 return;
             }
             match e {
+                // What runs when the attempt failed runs without the lock: not work under it
+                // (`if resp.succeeded() { record } else { look up the holder }`).
+                Expr::If(i) if self.tests_lock(&i.cond) => {
+                    let failed_then = match &*i.cond {
+                        Expr::Unary(u) => matches!(u.op, syn::UnOp::Not(_)),
+                        Expr::Let(l) => super::failure::is_failure_pattern(&l.pat),
+                        _ => false,
+                    };
+                    if let Expr::Let(l) = &*i.cond {
+                        self.derive(&l.expr, &l.pat);
+                    }
+                    if !failed_then {
+                        self.visit_block(&i.then_branch);
+                    } else if let Some((_, els)) = &i.else_branch {
+                        self.visit_expr(els);
+                    }
+                    return;
+                }
+                Expr::Match(m) if self.tests_lock(&m.expr) => {
+                    for a in &m.arms {
+                        if !super::failure::is_failure_pattern(&a.pat) {
+                            self.derive(&m.expr, &a.pat);
+                            self.visit_expr(&a.body);
+                        }
+                    }
+                    return;
+                }
                 Expr::Match(m) => m.arms.iter().for_each(|a| self.derive(&m.expr, &a.pat)),
                 Expr::Let(l) => self.derive(&l.expr, &l.pat),
                 Expr::Call(c) => {
@@ -506,7 +547,8 @@ pub(super) fn works_after(body: &syn::Block, from: Pos, lock: &HashSet<String>) 
                     // `self.held.insert(key)`) records the acquisition; it is not the work.
                     let method = m.method.to_string();
                     let bookkeeping = is_self_field(&m.receiver)
-                        && STATE_METHODS.contains(&method.as_str())
+                        && (STATE_METHODS.contains(&method.as_str())
+                            || m.args.is_empty() && GUARD_METHODS.contains(&method.as_str()))
                         || is_self(&m.receiver) && CONFIRMING.iter().any(|v| method.starts_with(v));
                     if !on_lock
                         && !bookkeeping
@@ -640,6 +682,8 @@ const STATE_METHODS: &[&str] = &[
     "send",
     "send_replace",
 ];
+/// Taking a field's own lock to record state (`*self.state.write().await = Leader`).
+const GUARD_METHODS: &[&str] = &["read", "write", "lock", "borrow", "borrow_mut", "get_mut"];
 const PLUMBING_METHODS: &[&str] = &[
     "contains",
     "starts_with",

@@ -342,6 +342,7 @@ fn analyze_fn<'a>(
         in_closures: HashSet::new(),
         forwarded: std::cell::RefCell::new(None),
         value_loop: None,
+        let_loops: Vec::new(),
         rebound: HashMap::new(),
         serials: 0,
         param_serials: 0,
@@ -593,6 +594,9 @@ pub(super) struct Walker<'a, 'c> {
     pub(super) forwarded: std::cell::RefCell<Option<(usize, String, String)>>,
     /// The `loop` that is the function's value: a `break` out of it returns.
     value_loop: Option<Span>,
+    /// `let pat = loop { … break value; … }`: per such loop, the pattern its breaks bind and
+    /// the end of the `let` and of the declaring block.
+    let_loops: Vec<(Span, &'a Pat, Pos, Pos)>,
     /// Per holding (index in `holdings`): its names rebound to other values since it was taken.
     rebound: HashMap<usize, HashSet<String>>,
     /// Serials handed out to locals so far.
@@ -661,7 +665,7 @@ impl<'a, 'c> Walker<'a, 'c> {
     fn bind(&mut self, pat: &'a Pat, init: Option<&'a Expr>, ty: Option<Ty>) {
         let mut names = Vec::new();
         pattern_idents(pat, &mut names);
-        let mentioned = init.map(idents_in).unwrap_or_default();
+        let mentioned = init.map(value_idents).unwrap_or_default();
         // `let lock = mgr.extend(&lock, ttl)?` rebinds the name to the same lock: not a rebinding.
         for n in names.iter().filter(|n| !mentioned.contains(*n)) {
             self.marker(MarkerKind::Rebind(n.clone()), Span::of(pat));
@@ -925,6 +929,10 @@ impl<'a, 'c> Walker<'a, 'c> {
             holding.scope_end = end;
         }
         holding.handle = m.handle;
+        // A scoped wrapper's call released before it returned: nothing is held after it.
+        if scoped_call && !forwards_work {
+            holding.scope_end = holding.start;
+        }
         // Only after a success arm that is known (`Ok(v)`): with the program's own variants
         // nothing says which arm holds the lock.
         if !m.handle
@@ -941,6 +949,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             && holding.names.is_empty()
             && self.closure_depth == 0
             && matches!(u, Use::Discard)
+            && !scoped_call
             && let Some(&end) = self.block_ends.first()
         {
             holding.scope_end = holding.scope_end.max(end);
@@ -978,6 +987,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             via_origin: m.origin,
             in_fn: self.canonical.clone(),
             wrapped: false,
+            released_inside: false,
             library_purpose: m.purpose,
             command,
             expire_after,
@@ -1182,6 +1192,7 @@ impl<'a, 'c> Walker<'a, 'c> {
         for (idx, h) in std::mem::take(&mut self.holdings) {
             let site = &self.out.sites[idx];
             let mut r = region::compute_with(site.span, &h, &facts, site.pack, site.sql);
+            let work_from = r.start;
             if r.release.is_none()
                 && !r.escapes
                 && let Some((start, scope_end)) = h.after_match
@@ -1238,6 +1249,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 let in_place = self.cx.judged_in_place(self.out.sites[idx].span);
                 let site = &mut self.out.sites[idx];
                 site.wrapped = !in_place;
+                site.released_inside = scoped && !returned;
                 // Handing back a scoped wrapper's call with the caller's work is a scoped
                 // wrapper too: its callers hold nothing afterwards.
                 let forwards_scope = site.scoped;
@@ -1312,6 +1324,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 // branch): judged at the wrapper's call sites too.
                 let in_place = self.cx.judged_in_place(self.out.sites[idx].span);
                 self.out.sites[idx].wrapped = !in_place;
+                self.out.sites[idx].released_inside = scoped && !returned;
                 self.out.sites[idx].region.escapes |= in_place && returned;
             } else if let Some(flow) = &flow
                 && !self
@@ -1325,6 +1338,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 && let Some(held) = summary::held_after(
                     flow,
                     &self.out.sites[idx],
+                    work_from,
                     &self.names_with_pipeline(&h.names, idx),
                     self.key_names
                         .get(&region::start_of(self.out.sites[idx].span)),
@@ -1556,6 +1570,10 @@ impl<'a, 'c> Walker<'a, 'c> {
                 self.visit_expr(a);
             }
         }
+        // `bail!(…)` (anyhow, eyre) returns an error; `ensure!(cond, …)` may.
+        if matches!(name.as_deref(), Some("bail" | "ensure")) {
+            self.marker(MarkerKind::Exit("return"), Span::of(&mac.path));
+        }
     }
 }
 
@@ -1599,6 +1617,17 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                                 has_else: init.diverge.is_some(),
                             },
                         );
+                        if init.diverge.is_none()
+                            && matches!(&*init.expr, Expr::Loop(_))
+                            && let Some(&end) = self.block_ends.last()
+                        {
+                            self.let_loops.push((
+                                Span::of(&*init.expr),
+                                &l.pat,
+                                self.stmt_end,
+                                end,
+                            ));
+                        }
                         if init.diverge.is_none()
                             && let Some(n) = single_name(&l.pat)
                             && let Some(c) = valued_closure(&init.expr)
@@ -1948,7 +1977,9 @@ impl<'a> Walker<'a, '_> {
             Expr::Break(b) => {
                 if let Some(x) = &b.expr {
                     self.set_use(x, Use::Escape);
-                    self.escape_if_name(x);
+                    if !self.break_binds(b, x) {
+                        self.escape_if_name(x);
+                    }
                     let returns = self.closure_depth == 0
                         && b.label.is_none()
                         && self.value_loop.is_some()
@@ -1993,6 +2024,7 @@ impl<'a> Walker<'a, '_> {
                     }
                 }
                 self.call_args(e, c.args.iter(), only_borrows);
+                self.callables_handed(c.args.iter());
                 for a in &c.args {
                     self.set_use(a, Use::Escape);
                     self.visit_expr(a);
@@ -2012,6 +2044,7 @@ impl<'a> Walker<'a, '_> {
                     self.marker(MarkerKind::LongCall(shown), Span::of(&m.method));
                 }
                 self.call_args(e, m.args.iter(), false);
+                self.callables_handed(m.args.iter());
                 for a in &m.args {
                     self.set_use(a, Use::Escape);
                     self.visit_expr(a);
@@ -2130,6 +2163,45 @@ impl<'a> Walker<'a, '_> {
                 h.loops.retain(|l| region::start_of(*l) < declared);
             }
         }
+    }
+
+    /// The caller's work handed to a call (`tokio::spawn(func)`, `timeout(d, func)`,
+    /// `select(func, tick)`) runs there: as much a callback as calling it.
+    fn callables_handed<'e>(&mut self, args: impl Iterator<Item = &'e Expr>) {
+        for a in args {
+            if name_of(a).is_some_and(|n| self.callables.contains(&n)) {
+                self.marker(MarkerKind::Callback, Span::of(a));
+            }
+        }
+    }
+
+    /// `break lock` out of `let held = loop { … }`: the lock now lives under the `let`'s names,
+    /// to the end of the declaring block, and leaving the loop does not leave it behind (a retry
+    /// loop around a try-lock). False when the break is not out of such a loop.
+    fn break_binds(&mut self, b: &'a syn::ExprBreak, x: &'a Expr) -> bool {
+        let target = match &b.label {
+            None => self.loops.last().copied(),
+            Some(_) => None,
+        };
+        let Some(&(_, pat, after, end)) =
+            target.and_then(|t| self.let_loops.iter().rev().find(|(l, ..)| *l == t))
+        else {
+            return false;
+        };
+        let mut names = Vec::new();
+        pattern_idents(pat, &mut names);
+        let mentioned = idents_in(x);
+        let declared = region::start_of(Span::of(pat));
+        for (_, h) in &mut self.holdings {
+            if h.names.iter().any(|n| mentioned.contains(n)) {
+                // Held from the `let` on: the rest of the loop runs only when the try failed.
+                h.names.extend(names.iter().cloned());
+                h.start = after;
+                h.scope_end = h.scope_end.max(end);
+                h.loops.retain(|l| region::start_of(*l) < declared);
+            }
+        }
+        true
     }
 
     /// One level deeper into the tree; false (and the file marked) past [`MAX_WALK_DEPTH`].
@@ -2532,6 +2604,37 @@ fn format_captures(text: &str) -> Vec<String> {
         rest = &rest[end..];
     }
     out
+}
+
+/// What a value made from `e` can carry: for a `loop`, only what its `break`s hand out (the
+/// body's other names are not in the value: `let v = loop { renew(&lock); … break out; }`).
+fn value_idents(e: &Expr) -> HashSet<String> {
+    struct Breaks(HashSet<String>, usize);
+    impl<'ast> Visit<'ast> for Breaks {
+        fn visit_expr_break(&mut self, b: &'ast syn::ExprBreak) {
+            if let Some(x) = &b.expr
+                && (self.1 == 0 || b.label.is_some())
+            {
+                self.0.extend(idents_in(x));
+            }
+        }
+        fn visit_expr_loop(&mut self, l: &'ast syn::ExprLoop) {
+            self.1 += 1;
+            syn::visit::visit_expr_loop(self, l);
+            self.1 -= 1;
+        }
+        fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+        fn visit_expr_async(&mut self, _: &'ast syn::ExprAsync) {}
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    match e {
+        Expr::Loop(l) => {
+            let mut b = Breaks(HashSet::new(), 0);
+            b.visit_block(&l.body);
+            b.0
+        }
+        other => idents_in(other),
+    }
 }
 
 pub(super) fn idents_in(e: &Expr) -> HashSet<String> {
