@@ -433,9 +433,16 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         // on those, through re-exports), each by the name it uses.
         let mut callers: HashMap<Arc<Path>, HashSet<String>> = HashMap::new();
         for (root, ws) in &found {
+            // A method's owner too: a trait re-exported from another module (`pub use
+            // crate::connector::Connector`) is found in files that name the trait, not the method.
             let names: Vec<String> = ws
                 .iter()
-                .map(|w| w.canonical.rsplit("::").next().unwrap_or("").to_string())
+                .flat_map(|w| {
+                    let mut segs = w.canonical.rsplit("::");
+                    let last = segs.next().unwrap_or("").to_string();
+                    let owner = w.method.as_ref().and(segs.next()).map(str::to_string);
+                    std::iter::once(last).chain(owner)
+                })
                 .collect();
             for r in std::iter::once(root).chain(graph.dependents(root)) {
                 callers
@@ -480,7 +487,10 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
             let job = &jobs[i];
             let key = key_of(job);
             if rebuilt.insert(key.clone()) {
-                let visible = visible_wrappers(&job.crate_root, &wrappers, &graph);
+                let mut visible = visible_wrappers(&job.crate_root, &wrappers, &graph);
+                if let Some(view) = views.get(&job.crate_root) {
+                    settle_owners(&mut visible, view);
+                }
                 let set = with_wrappers(&job.config.packs, &visible)?;
                 let set = own_spellings(set, &key, &views);
                 packsets.insert(key, Arc::new(set));
@@ -723,6 +733,22 @@ fn visible_wrappers(
         }
     }
     out
+}
+
+/// A method wrapper's owner as this crate's receiver types come out of normalisation: a trait
+/// reached before its crate's re-exports were indexed (`conn::Connector`) is the same trait as
+/// `conn::connector::Connector` once they are.
+fn settle_owners(wrappers: &mut [WrapperCandidate], view: &CrateView) {
+    for w in wrappers {
+        if let Some((owner, _)) = &mut w.method {
+            let settled = view
+                .normalize(&crate::model::Ty::simple(owner.clone()))
+                .path;
+            if settled != *owner {
+                *owner = settled;
+            }
+        }
+    }
 }
 
 /// The parse-and-index stage, as the wrapper rounds call it again.

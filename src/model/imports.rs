@@ -229,6 +229,21 @@ impl Imports {
                 return cand;
             }
         }
+        // A type or trait name (crates' names are lower case) that nothing here declares, in a
+        // module glob-importing one other crate's module: that crate's (`use conn::*;` then
+        // `impl Connector for Sql`).
+        if first.starts_with(|c: char| c.is_ascii_uppercase()) && !PRELUDE.contains(&first.as_str())
+        {
+            let mut external = self.globs.iter().filter(|g| {
+                !["crate", "self", "super", "std", "core", "alloc"]
+                    .iter()
+                    .any(|p| *g == p || g.starts_with(&format!("{p}::")))
+                    && !g.starts_with(&self.module)
+            });
+            if let (Some(g), None) = (external.next(), external.next()) {
+                return format!("{g}::{}", segs.join("::"));
+            }
+        }
         self.canonical(segs)
     }
 
@@ -393,3 +408,48 @@ mod tests {
         );
     }
 }
+
+/// What the standard prelude names (and `Self`): never another crate's through a glob.
+const PRELUDE: &[&str] = &[
+    "Self",
+    "Box",
+    "Option",
+    "Some",
+    "None",
+    "Result",
+    "Ok",
+    "Err",
+    "String",
+    "Vec",
+    "ToString",
+    "ToOwned",
+    "Clone",
+    "Copy",
+    "Default",
+    "Drop",
+    "Eq",
+    "PartialEq",
+    "Ord",
+    "PartialOrd",
+    "Fn",
+    "FnMut",
+    "FnOnce",
+    "From",
+    "Into",
+    "TryFrom",
+    "TryInto",
+    "Iterator",
+    "IntoIterator",
+    "Extend",
+    "DoubleEndedIterator",
+    "ExactSizeIterator",
+    "AsRef",
+    "AsMut",
+    "Send",
+    "Sync",
+    "Sized",
+    "Unpin",
+    "Debug",
+    "Hash",
+    "FromIterator",
+];
