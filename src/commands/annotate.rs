@@ -346,7 +346,6 @@ mod tests {
             backend: None,
             renewal: crate::report::Renewal::None,
             wrapped: false,
-            released_inside: false,
             test: false,
         };
         let text = "fn run() {\n    let l = m.lock();\n}\n";

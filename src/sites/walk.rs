@@ -1192,7 +1192,10 @@ impl<'a, 'c> Walker<'a, 'c> {
         for (idx, h) in std::mem::take(&mut self.holdings) {
             let site = &self.out.sites[idx];
             let mut r = region::compute_with(site.span, &h, &facts, site.pack, site.sql);
-            let work_from = r.start;
+            // Where an acquire function's work would run under the lock: in the success arm of a
+            // `match` on the reply too, except for a session lock, whose arm typically readies
+            // the connection it lives on (`COMMIT` of the `SET LOCAL`s) before handing it back.
+            let arm_start = (!site.sql).then_some(r.start);
             if r.release.is_none()
                 && !r.escapes
                 && let Some((start, scope_end)) = h.after_match
@@ -1338,7 +1341,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 && let Some(held) = summary::held_after(
                     flow,
                     &self.out.sites[idx],
-                    work_from,
+                    arm_start.unwrap_or(self.out.sites[idx].region.start),
                     &self.names_with_pipeline(&h.names, idx),
                     self.key_names
                         .get(&region::start_of(self.out.sites[idx].span)),
