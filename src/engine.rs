@@ -741,12 +741,9 @@ fn visible_wrappers(
 fn settle_owners(wrappers: &mut [WrapperCandidate], view: &CrateView) {
     for w in wrappers {
         if let Some((owner, _)) = &mut w.method {
-            let settled = view
+            *owner = view
                 .normalize(&crate::model::Ty::simple(owner.clone()))
                 .path;
-            if settled != *owner {
-                *owner = settled;
-            }
         }
     }
 }

@@ -234,12 +234,11 @@ impl Imports {
         // `impl Connector for Sql`).
         if first.starts_with(|c: char| c.is_ascii_uppercase()) && !PRELUDE.contains(&first.as_str())
         {
-            let mut external = self.globs.iter().filter(|g| {
-                !["crate", "self", "super", "std", "core", "alloc"]
-                    .iter()
-                    .any(|p| *g == p || g.starts_with(&format!("{p}::")))
-                    && !g.starts_with(&self.module)
-            });
+            // Globs are stored canonical: `self::`/`super::` ones start with `crate`.
+            let mut external = self
+                .globs
+                .iter()
+                .filter(|g| !matches!(first_segment(g), "crate" | "std" | "core" | "alloc"));
             if let (Some(g), None) = (external.next(), external.next()) {
                 return format!("{g}::{}", segs.join("::"));
             }

@@ -2157,15 +2157,7 @@ impl<'a> Walker<'a, '_> {
         // `lock = l;` with `l` a lock bound inside a loop (`if let Some(l) = rl.lock(..)? { lock =
         // l; break; }`): the lock now lives in `lock`, to the end of the declaring block, and
         // leaving the inner loops does not leave it behind.
-        let mentioned = idents_in(&a.right);
-        let declared = region::start_of(Span::of(pat));
-        for (_, h) in &mut self.holdings {
-            if h.names.iter().any(|n| mentioned.contains(n)) {
-                h.names.insert(name.clone());
-                h.scope_end = h.scope_end.max(end);
-                h.loops.retain(|l| region::start_of(*l) < declared);
-            }
-        }
+        self.move_into_binding(&idents_in(&a.right), pat, &[name], None, end);
     }
 
     /// The caller's work handed to a call (`tokio::spawn(func)`, `timeout(d, func)`,
@@ -2193,18 +2185,33 @@ impl<'a> Walker<'a, '_> {
         };
         let mut names = Vec::new();
         pattern_idents(pat, &mut names);
-        let mentioned = idents_in(x);
+        // Held from the `let` on: the rest of the loop runs only when the try failed.
+        self.move_into_binding(&idents_in(x), pat, &names, Some(after), end);
+        true
+    }
+
+    /// A lock named in `mentioned` now lives under `names`, bound by `pat` in an outer block
+    /// that ends at `end`: leaving the loops inside that block does not leave it behind. From
+    /// `start`, when the region restarts there.
+    fn move_into_binding(
+        &mut self,
+        mentioned: &HashSet<String>,
+        pat: &Pat,
+        names: &[String],
+        start: Option<Pos>,
+        end: Pos,
+    ) {
         let declared = region::start_of(Span::of(pat));
         for (_, h) in &mut self.holdings {
             if h.names.iter().any(|n| mentioned.contains(n)) {
-                // Held from the `let` on: the rest of the loop runs only when the try failed.
                 h.names.extend(names.iter().cloned());
-                h.start = after;
+                if let Some(start) = start {
+                    h.start = start;
+                }
                 h.scope_end = h.scope_end.max(end);
                 h.loops.retain(|l| region::start_of(*l) < declared);
             }
         }
-        true
     }
 
     /// One level deeper into the tree; false (and the file marked) past [`MAX_WALK_DEPTH`].
