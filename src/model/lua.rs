@@ -253,9 +253,10 @@ pub fn library_functions(lua: &str) -> Vec<(String, Effect, bool)> {
             named.push((name.clone(), i..block_end(&toks, i)));
         }
     }
-    let body_calls = |range: std::ops::Range<usize>| -> (Vec<LuaCall>, bool) {
+    let body_calls = |range: std::ops::Range<usize>| -> (Vec<LuaCall>, bool, bool) {
         let mut out = Vec::new();
         let mut compares = false;
+        let mut absence = false;
         let mut seen = std::collections::HashSet::new();
         let mut todo = vec![range];
         while let Some(r) = todo.pop() {
@@ -265,6 +266,7 @@ pub fn library_functions(lua: &str) -> Vec<(String, Effect, bool)> {
             let body = &toks[r.clone()];
             out.extend(calls_in(body));
             compares |= compares_in(body);
+            absence |= tests_absence(body);
             for (k, t) in body.iter().enumerate() {
                 if let Tok::Word(w) = t
                     && body.get(k + 1) == Some(&Tok::Punct('('))
@@ -274,7 +276,7 @@ pub fn library_functions(lua: &str) -> Vec<(String, Effect, bool)> {
                 }
             }
         }
-        (out, compares)
+        (out, compares, absence)
     };
     let mut out = Vec::new();
     for i in 0..toks.len() {
@@ -307,7 +309,7 @@ pub fn library_functions(lua: &str) -> Vec<(String, Effect, bool)> {
             }
             _ => continue,
         };
-        let (calls, compares) = match toks.get(callback) {
+        let (calls, compares, absence) = match toks.get(callback) {
             Some(Tok::Word(w)) if w == "function" => {
                 body_calls(callback..block_end(&toks, callback))
             }
@@ -317,7 +319,7 @@ pub fn library_functions(lua: &str) -> Vec<(String, Effect, bool)> {
             },
             _ => continue,
         };
-        if let Some(e) = effect(&calls, compares) {
+        if let Some(e) = effect(&calls, compares, absence) {
             out.push((name, e, compares));
         }
     }
@@ -329,7 +331,8 @@ pub fn library_functions(lua: &str) -> Vec<(String, Effect, bool)> {
 pub fn script_effect(lua: &str) -> Option<(Effect, bool)> {
     let toks = tokens(lua);
     let compares = compares_in(&toks);
-    Some((effect(&calls_in(&toks), compares)?, compares))
+    let absence = tests_absence(&toks);
+    Some((effect(&calls_in(&toks), compares, absence)?, compares))
 }
 
 /// What a script does to its lock key.
@@ -361,8 +364,10 @@ pub enum LuaTtl {
 /// A `SET … NX` or `SETNX` acquires. Otherwise a DEL/UNLINK releases, an EXPIRE-family command
 /// renews. A plain `SET … EX|PX` after a read of the key (GET/EXISTS) is a check-then-set, atomic
 /// inside the script: an acquisition when the read is not a comparison with the caller's value
-/// (then it is a renewal). Anything else is no lock event.
-pub fn effect(calls: &[LuaCall], owner_compare: bool) -> Option<Effect> {
+/// (then it is a renewal), or when the script tests the key's absence (`if not current then
+/// SET … EXPIRE … elseif current == ARGV[1] then EXPIRE …`: acquire-or-renew). Anything else is
+/// no lock event.
+pub fn effect(calls: &[LuaCall], owner_compare: bool, absence: bool) -> Option<Effect> {
     let has = |names: &[&str]| calls.iter().any(|c| names.contains(&c.name.as_str()));
     let flag = |c: &LuaCall, f: &str| c.args.iter().any(|a| *a == LuaArg::Str(f.into()));
     let ttl_of = |c: &LuaCall| -> Option<LuaTtl> {
@@ -405,6 +410,14 @@ pub fn effect(calls: &[LuaCall], owner_compare: bool) -> Option<Effect> {
     if has(&["setnx"]) {
         return Some(Effect::Acquire(expire_ttl().unwrap_or(LuaTtl::Missing)));
     }
+    if absence
+        && has(&["get", "exists"])
+        && let Some(set) = calls.iter().find(|c| c.name == "set" && !flag(c, "xx"))
+    {
+        return Some(Effect::Acquire(
+            ttl_of(set).or_else(expire_ttl).unwrap_or(LuaTtl::Missing),
+        ));
+    }
     if has(&["del", "unlink"]) {
         return Some(Effect::Release);
     }
@@ -427,6 +440,23 @@ pub fn effect(calls: &[LuaCall], owner_compare: bool) -> Option<Effect> {
         return Some(Effect::Renew);
     }
     None
+}
+
+/// Does the script test that something is absent (`if not current`, `== false`, `== nil`,
+/// `exists(..) == 0`)? Redis answers a GET of a missing key with `false` in Lua.
+fn tests_absence(toks: &[Tok]) -> bool {
+    (0..toks.len()).any(|k| {
+        is_word(toks.get(k), "not")
+            || matches!(
+                (toks.get(k), toks.get(k + 1), toks.get(k + 2)),
+                (Some(Tok::Punct('=')), Some(Tok::Punct('=')), Some(t))
+                    if matches!(t, Tok::Word(w) if w == "false" || w == "nil")
+                        || *t == Tok::Num(0.0)
+            ) && !matches!(
+                toks.get(k.wrapping_sub(1)),
+                Some(Tok::Punct('=' | '~' | '<' | '>'))
+            )
+    })
 }
 
 /// Does the script compare a value with one of the caller's arguments (`== ARGV[1]`, or a local
@@ -473,28 +503,53 @@ mod tests {
     fn set_nx_px_from_an_argument_is_an_acquisition() {
         let c = calls("return redis.call(\"set\", KEYS[1], ARGV[1], \"NX\", \"PX\", ARGV[2])");
         assert_eq!(
-            effect(&c, false),
+            effect(&c, false, false),
             Some(Effect::Acquire(LuaTtl::Arg(1, 1.0)))
         );
         let c = calls("return redis.call('SET', KEYS[1], ARGV[1], 'NX')");
-        assert_eq!(effect(&c, false), Some(Effect::Acquire(LuaTtl::Missing)));
+        assert_eq!(
+            effect(&c, false, false),
+            Some(Effect::Acquire(LuaTtl::Missing))
+        );
         let c = calls(
             "if redis.call('setnx', KEYS[1], ARGV[1]) == 1 then redis.call('expire', KEYS[1], 30) end",
         );
         assert_eq!(
-            effect(&c, false),
+            effect(&c, false, false),
             Some(Effect::Acquire(LuaTtl::Ms(30_000.0)))
         );
     }
 
     #[test]
+    fn absence_guarded_set_acquires_even_beside_a_renewal() {
+        let lua = "local current = redis.call('GET', KEYS[1])
+            if not current then
+                redis.call('SET', KEYS[1], ARGV[1])
+                redis.call('EXPIRE', KEYS[1], ARGV[2])
+                return 2
+            elseif current == ARGV[1] then
+                redis.call('EXPIRE', KEYS[1], ARGV[2])
+                return 1
+            end
+            return 0";
+        assert_eq!(
+            script_effect(lua),
+            Some((Effect::Acquire(LuaTtl::Arg(1, 1000.0)), true))
+        );
+        // The same renewal without the absence test renews.
+        let renew = "if redis.call('GET', KEYS[1]) == ARGV[1] then
+                return redis.call('EXPIRE', KEYS[1], ARGV[2]) end return 0";
+        assert_eq!(script_effect(renew), Some((Effect::Renew, true)));
+    }
+
+    #[test]
     fn compare_and_delete_releases_and_compares() {
         let lua = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
-        assert_eq!(effect(&calls(lua), true), Some(Effect::Release));
+        assert_eq!(effect(&calls(lua), true, false), Some(Effect::Release));
         assert_eq!(script_effect(lua), Some((Effect::Release, true)));
         assert!(!compares_in(&tokens("return redis.call('get', KEYS[1])")));
         assert_eq!(
-            effect(&calls("return redis.call('get', KEYS[1])"), false),
+            effect(&calls("return redis.call('get', KEYS[1])"), false, false),
             None
         );
     }
@@ -538,6 +593,6 @@ redis.register_function('peek', function(keys, args) return redis.call('get', ke
     #[test]
     fn long_strings_and_comments_are_skipped() {
         let lua = "--[[ redis.call('set', KEYS[1], 1, 'NX') ]] local s = [[redis.call('del', k)]] return redis.call('get', KEYS[1])";
-        assert_eq!(effect(&calls(lua), false), None);
+        assert_eq!(effect(&calls(lua), false, false), None);
     }
 }

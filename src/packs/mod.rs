@@ -779,6 +779,8 @@ pub struct PackSet {
     pub functions: HashMap<String, Vec<CallRef>>,
     /// Canonical type path (and aliases) -> (pack, canonical path).
     pub types: HashMap<String, (usize, String)>,
+    /// The crates the packs' own types and receivers live in (`etcd_client`), not wrappers'.
+    pub type_crates: HashSet<String>,
     /// Canonical type path -> associated functions returning the type.
     pub constructors: HashMap<String, Vec<String>>,
     /// (canonical type path, method) -> the type the method returns.
@@ -849,6 +851,18 @@ impl PackSet {
                 for (m, ret) in &t.methods {
                     set.method_returns
                         .insert((t.path.clone(), m.clone()), ret.clone());
+                }
+            }
+            let receivers = pack
+                .calls
+                .iter()
+                .filter(|c| c.via.is_none())
+                .filter_map(|c| c.receiver.as_ref())
+                .flat_map(|r| r.to_vec());
+            for p in pack.types.iter().map(|t| t.path.clone()).chain(receivers) {
+                let root = crate::model::imports::first_segment(&p);
+                if !matches!(root, "crate" | "self" | "super" | "") {
+                    set.type_crates.insert(root.to_string());
                 }
             }
             for (ci, c) in pack.calls.iter().enumerate() {
@@ -1030,6 +1044,13 @@ impl PackSet {
             .find(|t| &t.path == canonical)?
             .backend
             .as_deref()
+    }
+
+    /// Is this type one of a described library's (`etcd_client::ResignOptions`)? The library
+    /// uses what it is handed (options, tokens, keys); it does not hold a lock for anyone.
+    pub fn is_library_type(&self, path: &str) -> bool {
+        self.type_crates
+            .contains(crate::model::imports::first_segment(path))
     }
 
     /// Is this a path the packs know (a type or a function)? Used to settle glob imports.

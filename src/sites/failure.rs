@@ -431,7 +431,7 @@ fn stmt_is_work(s: &Stmt) -> bool {
 /// only in its handlers: `Err(e) => warn!(..)` then a `select!` of the next round's sleep and
 /// the shutdown signal is a retry loop.
 fn macro_is_work(m: &syn::Macro) -> bool {
-    if is_log_macro(m) {
+    if is_log_macro(m) || is_pause_macro(m) {
         return false;
     }
     if matches!(macro_name(m).as_str(), "select" | "select_biased")
@@ -469,6 +469,15 @@ fn is_pause(f: &Expr) -> bool {
         s.ident.to_string().as_str(),
         "sleep" | "sleep_until" | "sleep_ms" | "delay_for" | "delay_until"
     )))
+}
+
+/// A project's own pacing macro (`continue_after!(interval)`, `sleep_ms!(500)`,
+/// `backoff!(attempt)`): waiting for the next round, as `sleep(..).await` is.
+fn is_pause_macro(m: &syn::Macro) -> bool {
+    let name = macro_name(m);
+    ["sleep", "continue", "wait", "delay", "backoff", "pause"]
+        .iter()
+        .any(|w| name.contains(w))
 }
 
 fn macro_name(m: &syn::Macro) -> String {
@@ -580,6 +589,36 @@ fn mentions(tokens: &impl quote::ToTokens, name: &str) -> bool {
     walk(tokens.to_token_stream(), name)
 }
 
+/// Is the condition a test of `name`'s own value (`name.is_err()`, `!name.is_ok()`, `let Err(_)
+/// = name`)? Comparisons and other conditions are not judged.
+fn tests(cond: &Expr, name: &str) -> bool {
+    let inner = match cond {
+        Expr::Unary(u) if matches!(u.op, syn::UnOp::Not(_)) => &*u.expr,
+        Expr::Let(l) => &*l.expr,
+        other => other,
+    };
+    chain_on(inner, name).is_some()
+}
+
+/// Does the block assign a new value to `name` (`name = …`)?
+fn assigns(b: &syn::Block, name: &str) -> bool {
+    struct Assigns<'n> {
+        name: &'n str,
+        found: bool,
+    }
+    impl<'ast> syn::visit::Visit<'ast> for Assigns<'_> {
+        fn visit_expr_assign(&mut self, a: &'ast syn::ExprAssign) {
+            self.found |= matches!(&*a.left, Expr::Path(p) if p.path.is_ident(self.name));
+            syn::visit::visit_expr_assign(self, a);
+        }
+        // A closure's assignment is the closure's, run who knows when.
+        fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+    }
+    let mut v = Assigns { name, found: false };
+    syn::visit::Visit::visit_block(&mut v, b);
+    v.found
+}
+
 fn binds(p: &Pat, name: &str) -> bool {
     mentions(p, name)
 }
@@ -660,6 +699,11 @@ fn follow(name: &str, state: State, stmts: &[Stmt], depth: usize) -> Failure {
 /// The first use of `name` is somewhere inside `e`: judge the common shapes, trust the rest.
 fn in_expr<'a>(name: &str, state: State, e: &'a Expr, rest: &'a [Stmt], depth: usize) -> Failure {
     match e {
+        // `if resp.is_err() { resp = retry().await; }`: the branch tries again, and what decides
+        // is the new value's check after it (`resp?`).
+        Expr::If(i) if tests(&i.cond, name) && assigns(&i.then_branch, name) => {
+            follow(name, state, rest, depth + 1)
+        }
         Expr::If(i) => {
             let els = i.else_branch.as_ref().map(|(_, e)| &**e);
             match &*i.cond {

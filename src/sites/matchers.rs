@@ -1001,6 +1001,18 @@ fn match_from_local<'a>(
 ) -> Option<Matched<'a>> {
     let name = local.path.get_ident()?.to_string();
     let (init, added) = w.builder(&name)?;
+    // A script runs where it is invoked (`script\n.key(k)\n.invoke_async(con)`), not where the
+    // chain names the local.
+    let invoked = outward
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            Expr::MethodCall(m) if m.method.to_string().starts_with("invoke") => {
+                Some(Span::of(&m.method))
+            }
+            _ => None,
+        })
+        .unwrap_or(Span::of(local));
     // `let mut invoke = SCRIPT.prepare_invoke(); for k in keys { invoke.key(k); }
     // invoke.arg(id); invoke.invoke_async(con)`: the script with what the statements added.
     if let Expr::MethodCall(prep) = init
@@ -1009,13 +1021,13 @@ fn match_from_local<'a>(
     {
         let (pi, lua) = script_of(w, &prep.receiver)?;
         let keys = w.builder_keys(&name);
-        return script_event(w, pi, &lua, outward, Span::of(local), (keys, added));
+        return script_event(w, pi, &lua, outward, invoked, (keys, added));
     }
     if let Some((c, path)) = builder_call(w, init)
         && let Some(&pi) = w.cx.packs.script_builders.get(&path)
     {
         let builder_args: Vec<&'a Expr> = c.args.iter().collect();
-        return match_script(w, pi, &builder_args, outward, Span::of(local));
+        return match_script(w, pi, &builder_args, outward, invoked);
     }
     let built = built_command(w, init, added)?;
     // Only where it runs: the statements that add arguments are no sites.

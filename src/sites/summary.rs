@@ -67,6 +67,27 @@ impl FnFlow {
         }
     }
 
+    /// Do the two sets of names share a root (`flag = Arc::clone(&is_leader)` and
+    /// `is_leader`; `tx` and `rx` of one `channel()`)? Parameters do not count: a task and the
+    /// value handed back both reading the caller's pool share nothing the caller sees.
+    /// A value computed from the task itself (`let handle = spawn(async move { … })`) reads
+    /// every name the task does, and shares nothing for that.
+    pub(super) fn shares_state(&self, a: &HashSet<String>, b: &HashSet<String>) -> bool {
+        let b: HashSet<String> = b
+            .iter()
+            .filter(|n| !self.derived.get(*n).is_some_and(|d| d.is_superset(a)))
+            .cloned()
+            .collect();
+        if b.is_empty() {
+            return false;
+        }
+        let params: HashSet<&String> = self.params.iter().collect();
+        let rb = self.roots(&b);
+        self.roots(a)
+            .iter()
+            .any(|n| rb.contains(n) && !params.contains(n) && n != "self")
+    }
+
     /// The names `names` are computed from, transitively (themselves included).
     fn roots(&self, names: &HashSet<String>) -> HashSet<String> {
         let mut out = names.clone();
@@ -310,7 +331,17 @@ impl FlowVisitor {
     fn derive(&mut self, pat: &syn::Pat, from: &Expr) {
         let mut names = HashSet::new();
         pat_names(pat, &mut names);
-        let ids = reads(from);
+        let mut ids = reads(from);
+        // The halves of one value (`let (tx, rx) = channel()`) share a root no identifier can
+        // spell: what is sent on one is received on the other.
+        if names.len() > 1 {
+            let mut all: Vec<&String> = names.iter().collect();
+            all.sort();
+            ids.insert(format!(
+                "({})",
+                all.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(",")
+            ));
+        }
         for n in names {
             self.derived
                 .entry(n)

@@ -307,6 +307,7 @@ fn analyze_fn<'a>(
         forwarding: HashSet::new(),
         outer_returns: Vec::new(),
         spawning: HashMap::new(),
+        spawn_names: HashMap::new(),
         in_spawned: None,
         spawned: HashMap::new(),
         value_closures: HashMap::new(),
@@ -516,6 +517,8 @@ pub(super) struct Walker<'a, 'c> {
     /// spawning call's span: a lock taken in one is held by the task, after the function
     /// returns.
     spawning: HashMap<*const Expr, (Pos, Pos)>,
+    /// The names a spawned task's closures use, by the spawn's span.
+    spawn_names: HashMap<(Pos, Pos), HashSet<String>>,
     /// The spawn of the task being walked, if any (tasks are spawned at the function's own
     /// level, so the task's own level is closure depth 1).
     in_spawned: Option<(Pos, Pos)>,
@@ -1228,8 +1231,29 @@ impl<'a, 'c> Walker<'a, 'c> {
             // that campaigns, then returning): its caller starts the lock and holds nothing.
             // A task that takes a lock on each round of a loop (a cron loop) uses it itself:
             // only a lock the task takes once and keeps makes its spawner a starter.
+            // An election loop is a starter too: it takes or renews the lock each round and
+            // keeps it (no release within the round), publishing the outcome through state the
+            // spawner hands back (`flag.store(acquired)` with `Self { is_leader }`, `tx.set(role)`
+            // with `rx`).
             let spawned = self.spawned.get(&idx).is_some_and(|&(start, end)| {
-                !h.loops.iter().any(|l| region::start_of(*l) > start)
+                let rounds: Vec<&Span> = h
+                    .loops
+                    .iter()
+                    .filter(|l| region::start_of(**l) > start)
+                    .collect();
+                let kept_across_rounds = || {
+                    r.release.is_none_or(|rel| {
+                        let at = region::start_of(rel);
+                        !rounds
+                            .iter()
+                            .any(|l| region::start_of(**l) <= at && at <= region::end_of(**l))
+                    }) && flow.as_ref().is_some_and(|f| {
+                        self.spawn_names
+                            .get(&(start, end))
+                            .is_some_and(|used| f.shares_state(used, &self.returned))
+                    })
+                };
+                (rounds.is_empty() || kept_across_rounds())
                     && !summary::works_after(body, end, &HashSet::new())
             });
             let scoped = spawned
@@ -1802,9 +1826,10 @@ impl<'a> Walker<'a, '_> {
         // `runtime.spawn(..)`, `thread::spawn(move || ..)`).
         if self.closure_depth == 0 && spawns(e) {
             let at = Span::of(e);
+            let at = (region::start_of(at), region::end_of(at));
             for c in closure_args(e) {
-                self.spawning
-                    .insert(c as *const Expr, (region::start_of(at), region::end_of(at)));
+                self.spawning.insert(c as *const Expr, at);
+                self.spawn_names.entry(at).or_default().extend(idents_in(c));
             }
         }
         // A closure handed to a call whose value is returned (`spawn_blocking(move || { … })
@@ -2039,14 +2064,19 @@ impl<'a> Walker<'a, '_> {
                 if method == "ttl" {
                     self.saw_ttl_check = true;
                 }
-                let owner = self
-                    .type_of(&m.receiver)
-                    .map(|t| t.peeled().last_segment().to_string());
-                let shown = owner.map_or(method.clone(), |o| format!("{o}::{method}"));
+                let owner = self.type_of(&m.receiver).map(|t| t.peeled().clone());
+                // A described library's method uses what it is handed (a leader key into
+                // `ResignOptions::with_leader`); the lock stays the caller's.
+                let library_callee = owner
+                    .as_ref()
+                    .is_some_and(|t| self.cx.packs.is_library_type(&t.path));
+                let shown = owner.map_or(method.clone(), |o| {
+                    format!("{}::{method}", o.last_segment())
+                });
                 if (self.cx.long_call)(&shown) || (self.cx.long_call)(&method) {
                     self.marker(MarkerKind::LongCall(shown), Span::of(&m.method));
                 }
-                self.call_args(e, m.args.iter(), false);
+                self.call_args(e, m.args.iter(), library_callee);
                 self.callables_handed(m.args.iter());
                 for a in &m.args {
                     self.set_use(a, Use::Escape);

@@ -500,6 +500,11 @@ impl<'a, 'c> Walker<'a, 'c> {
                 if let Some(t) = matchers::pack_fn_return_type(self, &path) {
                     return Some(t);
                 }
+                // A described library's own type built by its `new`/`default`
+                // (`ResignOptions::new()`): the library's value, for what it is handed.
+                if matches!(last, "new" | "default") && self.cx.packs.is_library_type(parent) {
+                    return Some(Ty::simple(parent));
+                }
                 // A tuple variant built (`Store::Redis(client)`) is a value of its enum.
                 if let Some(t) = self.cx.index.variant_enum(&Ty::simple(path.clone())) {
                     return Some(t);
