@@ -128,6 +128,9 @@ pub(super) fn param_ttl(w: &Walker<'_, '_>, e: &Expr, unit: TtlUnit) -> Option<T
                     "from_secs" | "from_secs_f64" | "from_secs_f32" => TtlUnit::S,
                     "from_millis" => TtlUnit::Ms,
                     "from" | "try_from" => unit,
+                    // The code's own checked conversion (`validate_ttl_ms(ttl)?`,
+                    // `to_millis(timeout)`): named for the quantity it keeps.
+                    name if converts_ttl(name) => unit,
                     _ => return None,
                 };
                 &c.args[0]
@@ -149,6 +152,17 @@ pub(super) fn param_ttl(w: &Walker<'_, '_>, e: &Expr, unit: TtlUnit) -> Option<T
         };
     }
     None
+}
+
+/// A one-argument helper whose name says it hands back the same deadline in other clothes.
+fn converts_ttl(name: &str) -> bool {
+    let words: Vec<&str> = name.split('_').collect();
+    words.iter().any(|w| {
+        matches!(
+            *w,
+            "ms" | "millis" | "secs" | "seconds" | "ttl" | "duration" | "timeout" | "expiry"
+        )
+    })
 }
 
 /// A computed TTL. Past what a number can hold (`Duration::from_secs_f64(1e308)`) it is simply

@@ -1674,6 +1674,16 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                             self.guards = self.guards.pop();
                         }
                         ty = self.type_of(&init.expr);
+                        // `let mut token = None; … token = Some(lock.acquire(..)?)`: a
+                        // placeholder, then the lock, as a deferred `let token;` would be.
+                        if init.diverge.is_none()
+                            && matches!(&*init.expr, Expr::Path(p) if p.path.is_ident("None"))
+                            && let Some(n) = single_name(&l.pat)
+                            && let Some(&end) = self.block_ends.last()
+                        {
+                            self.deferred
+                                .insert(n.clone(), (&l.pat, &b.stmts[i + 1..], end));
+                        }
                         if let Some(n) = single_name(&l.pat) {
                             if self.is_checkout(&init.expr) {
                                 self.checkouts.insert(n);
@@ -1869,6 +1879,20 @@ impl<'a> Walker<'a, '_> {
                         );
                         self.visit_expr(&un.expr);
                     }
+                    // A let-chain (`if let Some(ref l) = self.locks && let Some(t) = token`):
+                    // each `let` binds, in order, for the conjuncts after it and the body.
+                    cond if let Some(parts) = let_chain(cond) => {
+                        for part in parts {
+                            match part {
+                                Expr::Let(l) => {
+                                    self.visit_expr(&l.expr);
+                                    let ty = self.type_of(&l.expr);
+                                    self.bind(&l.pat, Some(&l.expr), ty);
+                                }
+                                other => self.visit_expr(other),
+                            }
+                        }
+                    }
                     cond => {
                         self.set_use(
                             cond,
@@ -2051,7 +2075,9 @@ impl<'a> Walker<'a, '_> {
                         self.marker(MarkerKind::LongCall(shown), Span::of(&*c.func));
                     }
                 }
-                self.call_args(e, c.args.iter(), only_borrows);
+                // `token = Some(lock)` into a deferred binding wraps the lock where it stays.
+                let wraps_into_binding = self.deferred_region.is_some() && constructs(&c.func);
+                self.call_args(e, c.args.iter(), only_borrows || wraps_into_binding);
                 self.callables_handed(c.args.iter());
                 for a in &c.args {
                     self.set_use(a, Use::Escape);
@@ -2187,7 +2213,9 @@ impl<'a> Walker<'a, '_> {
         // `lock = l;` with `l` a lock bound inside a loop (`if let Some(l) = rl.lock(..)? { lock =
         // l; break; }`): the lock now lives in `lock`, to the end of the declaring block, and
         // leaving the inner loops does not leave it behind.
-        self.move_into_binding(&idents_in(&a.right), pat, &[name], None, end);
+        // Held from the end of the statement that assigns it: the other arms and branches of
+        // that statement (`None => return Ok(())`) are where the attempt failed.
+        self.move_into_binding(&idents_in(&a.right), pat, &[name], Some(start), end);
     }
 
     /// The caller's work handed to a call (`tokio::spawn(func)`, `timeout(d, func)`,
@@ -2407,6 +2435,25 @@ fn spawns(e: &Expr) -> bool {
         Expr::MethodCall(m) => is_spawn(&m.method),
         _ => false,
     }
+}
+
+/// The conjuncts of a let-chain (`a && let P = x && b`), left to right; `None` without a `let`.
+fn let_chain(cond: &Expr) -> Option<Vec<&Expr>> {
+    fn flatten<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+        match e {
+            Expr::Binary(b) if matches!(b.op, syn::BinOp::And(_)) => {
+                flatten(&b.left, out);
+                flatten(&b.right, out);
+            }
+            other => out.push(other),
+        }
+    }
+    let mut parts = Vec::new();
+    flatten(cond, &mut parts);
+    parts
+        .iter()
+        .any(|p| matches!(p, Expr::Let(_)))
+        .then_some(parts)
 }
 
 /// `tokio::time::timeout(d, fut)`, `async_std::future::timeout(d, fut)`: a future bounded in
