@@ -193,6 +193,43 @@ fn wrapper_calls_are_sites_with_via() {
 }
 
 #[test]
+fn migration_helpers_take_the_migrators_lock() {
+    let outcome = engine::check(&settings(vec![PathBuf::from(
+        "fixtures/shapes/migration-helpers",
+    )]))
+    .expect("runs");
+    let site = |file: &str, line: usize| {
+        outcome
+            .report
+            .sites
+            .iter()
+            .find(|s| s.path.ends_with(file) && s.line == line)
+    };
+    for (file, line, via) in [
+        ("server/src/main.rs", 4, "db::migrations::run_migrations"),
+        ("server/src/main.rs", 5, "db::migrations::migrate"),
+        ("store/src/lib.rs", 7, "migrations::run_migrations"),
+    ] {
+        let s = site(file, line).unwrap_or_else(|| panic!("a site at {file}:{line}"));
+        assert_eq!(s.via.as_deref(), Some(via), "{file}:{line}");
+        // The library's own purpose travels with its lock: no `unclassified-lock` here.
+        assert_eq!(
+            s.purpose,
+            lockaudit::classify::Purpose::Correctness,
+            "{file}:{line}"
+        );
+    }
+    assert!(
+        site("server/src/main.rs", 6).is_none(),
+        "a migrator told not to lock takes none"
+    );
+    assert!(
+        site("server/src/main.rs", 7).is_none(),
+        "a function that migrates and then serves is no migration helper"
+    );
+}
+
+#[test]
 fn a_workspace_is_one_program() {
     let outcome =
         engine::check(&settings(vec![PathBuf::from("fixtures/workspace")])).expect("runs");

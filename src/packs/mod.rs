@@ -361,6 +361,10 @@ pub struct CallDef {
     /// The acquisition renews itself while held (rslock's `using`).
     #[serde(default)]
     pub auto_renew: bool,
+    /// The call takes the lock and releases it before it returns (sqlx's `Migrator::run`):
+    /// nothing is held after it, and a function doing nothing else is a wrapper of the same kind.
+    #[serde(default)]
+    pub scoped: bool,
     /// etcd keep-alive: returns a response stream whose `ttl()` must be checked.
     #[serde(default)]
     pub stream_ttl: bool,
@@ -475,6 +479,7 @@ impl CallDef {
             success_variant: None,
             owner_check: w.owner_checked,
             auto_renew: w.auto_renew,
+            scoped: false,
             stream_ttl: false,
             reply_only: false,
             held: None,
@@ -483,8 +488,8 @@ impl CallDef {
             // The primitive's store, not the pack's default: a wrapper around fenced-lock's Redis
             // backend has no consensus.
             consensus: Some(w.consensus),
-            purpose: None,
-            fenced_by: None,
+            purpose: w.library_purpose.as_ref().map(|(p, _)| *p),
+            fenced_by: w.library_purpose.as_ref().and_then(|(_, f)| f.clone()),
             via: Some(w.via.clone()),
             origin: w.origin.clone(),
             inherit: Some(Inherited {

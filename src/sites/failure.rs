@@ -36,6 +36,8 @@ pub(super) enum Use<'a> {
     },
     /// Returned, passed to a call, stored: someone else decides.
     Escape,
+    /// `while !expr { wait }`: tried until it answers, and held after the loop.
+    Until,
     /// Anything else: not judged (precision first).
     Other,
 }
@@ -124,7 +126,7 @@ fn judge_state<'a>(
         // `let _ = set_nx(..); Ok(false)`: the code reports the lock as not taken either way.
         Use::Discard if reports_not_taken(rest) => Failure::Handled,
         Use::Discard => Failure::Ignored { reason: "its result is discarded, so the work runs whether or not the lock was taken".into() },
-        Use::Bind { has_else: true, .. } | Use::Escape | Use::Other => Failure::Handled,
+        Use::Bind { has_else: true, .. } | Use::Escape | Use::Until | Use::Other => Failure::Handled,
         Use::Bind { pat, has_else: false } => match binding(pat) {
             Binding::Wild if reports_not_taken(rest) => Failure::Handled,
             Binding::Wild => Failure::Ignored { reason: "its result is bound to `_` and dropped, so the work runs whether or not the lock was taken".into() },

@@ -854,9 +854,10 @@ fn build<'a>(
                 || def.in_scope.is_empty()
                     && !matches!(def.returns, Returns::Bool | Returns::ResultBool)),
         release: def.release,
-        scoped: def.via.is_some()
-            && def.release == Some(ReleaseStyle::Guard)
-            && def.returns_type.is_none(),
+        scoped: def.scoped
+            || def.via.is_some()
+                && def.release == Some(ReleaseStyle::Guard)
+                && def.returns_type.is_none(),
         consensus: def.consensus,
         purpose: def.purpose.map(|p| (p, def.fenced_by.clone())),
         success_variant: def.success_variant.clone(),

@@ -231,6 +231,9 @@ pub struct WrapperCandidate {
     /// For a release wrapper: whether the release inside proves ownership (a compare-and-delete
     /// script) or deletes blindly (`DEL`): its call sites are judged as that release.
     pub owner_checked: bool,
+    /// The purpose the primitive's library declares for it (sqlx's migration lock): a helper
+    /// that only runs it takes the same lock for the same reason.
+    pub library_purpose: Option<(crate::directives::DeclaredPurpose, Option<String>)>,
 }
 
 impl WrapperCandidate {

@@ -302,6 +302,7 @@ fn analyze_fn<'a>(
         events: Vec::new(),
         markers: Vec::new(),
         guards: region::Guards::default(),
+        compared_reads: Vec::new(),
         closure_depth: 0,
         forwarded_depth: 0,
         forwarding: HashSet::new(),
@@ -445,6 +446,7 @@ fn analyze_fn<'a>(
             when_arg: None,
             origin: None,
             owner_checked: true,
+            library_purpose: None,
         });
     }
 }
@@ -504,6 +506,9 @@ pub(super) struct Walker<'a, 'c> {
     /// Identifiers in the conditions around the current point (innermost first, shared with the
     /// markers: an `else if` chain of N branches holds N conditions, not N² copies).
     guards: region::Guards,
+    /// The names read by the `get` of each enclosing `if` that compares what it read
+    /// (`if cache.get(key)? == Some(token) { cache.del(key) }`): a check before a release.
+    compared_reads: Vec<HashSet<String>>,
     closure_depth: usize,
     /// How many of the enclosing closures hand their value to the function's (`return
     /// spawn_blocking(move || { … Ok(lock) }).await?`): while every enclosing closure does,
@@ -864,6 +869,12 @@ impl<'a, 'c> Walker<'a, 'c> {
             let owner = command
                 .as_ref()
                 .and_then(|c| self.owner_for(c, m.span, key.as_deref()));
+            // Checked, if not atomically, when an enclosing `if` compared the key's value.
+            let compared_first = m.kind == crate::packs::CallKind::Release
+                && self.compared_reads.iter().any(|read| {
+                    key.as_ref().is_some_and(|k| read.contains(k))
+                        || m.mentions.iter().any(|n| read.contains(n))
+                });
             self.events.push(Event {
                 kind: m.kind,
                 pack: m.pack,
@@ -875,7 +886,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 result_var,
                 passed_on,
                 auto_renew: m.auto_renew,
-                owner_checked: m.owner_checked,
+                owner_checked: m.owner_checked || compared_first,
                 fn_line: self.info.sig_line,
                 function: self.info.path.clone(),
                 command,
@@ -1113,6 +1124,14 @@ impl<'a, 'c> Walker<'a, 'c> {
                 }
             }
             Use::Escape => h.escapes_at_site = true,
+            // `if !mgr.try_lock(..)? { return … }`, `while !… { wait }`: held from after the
+            // statement to the end of the block; inside it the attempt failed.
+            Use::Cond {
+                then,
+                negated: true,
+                ..
+            } if failure::diverges_block(then) => h.start = self.stmt_end,
+            Use::Until => h.start = self.stmt_end,
             Use::Cond { then, .. } => h.scope_end = region::end_of(Span::of(*then)),
             Use::Discard | Use::Other => {}
         }
@@ -1256,7 +1275,18 @@ impl<'a, 'c> Walker<'a, 'c> {
                 (rounds.is_empty() || kept_across_rounds())
                     && !summary::works_after(body, end, &HashSet::new())
             });
+            // A function whose lock work is one self-contained call (`MIGRATOR.run(pool)
+            // .await?; Ok(())`) and that does nothing after it but report: its callers run it.
+            // (A library's own self-contained call only: a scoped wrapper of the program's
+            // runs the caller's work, and is judged by what it hands back.)
+            let thin = self.out.sites[idx].scoped
+                && self.out.sites[idx].via.is_none()
+                && !self
+                    .in_closures
+                    .contains(&region::start_of(self.out.sites[idx].span))
+                && !summary::works_after(body, region::end_of(self.out.sites[idx].span), &h.names);
             let scoped = spawned
+                || thin
                 || callbacks
                     .get(callbacks.partition_point(|&p| p <= r.start))
                     .is_some_and(|&p| p <= r.end);
@@ -1274,6 +1304,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             {
                 let pipeline = self.pipe_via(flow.as_ref(), idx);
                 let in_place = self.cx.judged_in_place(self.out.sites[idx].span);
+                let library_purpose = self.out.sites[idx].library_purpose.clone();
                 let site = &mut self.out.sites[idx];
                 site.wrapped = !in_place;
                 site.released_inside = scoped && !returned;
@@ -1345,6 +1376,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     when_arg: self.arm_condition(flow.as_ref(), idx),
                     origin: None,
                     owner_checked: true,
+                    library_purpose: library_purpose.clone(),
                 });
             } else if returned || scoped {
                 // A second acquisition handed back by the same wrapper (another arm, another
@@ -1374,6 +1406,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             {
                 let pipeline = self.pipe_via(Some(flow), idx);
                 let in_place = self.cx.judged_in_place(self.out.sites[idx].span);
+                let library_purpose = self.out.sites[idx].library_purpose.clone();
                 let site = &mut self.out.sites[idx];
                 site.wrapped = !in_place;
                 // Left held for the caller (in the store, in `self`): released elsewhere.
@@ -1409,6 +1442,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     when_arg: self.arm_condition(Some(flow), idx),
                     origin: None,
                     owner_checked: true,
+                    library_purpose: library_purpose.clone(),
                 });
             }
         }
@@ -1485,6 +1519,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 // A blind delete of the caller's key is judged where the key is known to be a
                 // lock's; one of the receiver's own key is judged here (`self.key`).
                 owner_checked: e.owner_checked || key_arg.is_none(),
+                library_purpose: None,
             });
         }
         let has_lock_work = self.out.sites.len() > self.first_site || !self.events.is_empty();
@@ -1906,7 +1941,13 @@ impl<'a> Walker<'a, '_> {
                     }
                 }
                 self.guards = self.guards.push(cond_names);
+                let compared = compared_read(&i.cond);
+                let pushed = compared.is_some();
+                self.compared_reads.extend(compared);
                 self.visit_block(&i.then_branch);
+                if pushed {
+                    self.compared_reads.pop();
+                }
                 self.scopes.pop();
                 if let Some((_, els)) = &i.else_branch {
                     self.visit_expr(els);
@@ -1921,6 +1962,12 @@ impl<'a> Walker<'a, '_> {
                     self.visit_expr(&l.expr);
                     let ty = self.type_of(&l.expr);
                     self.bind(&l.pat, None, ty);
+                } else if let Expr::Unary(un) = &*w.cond
+                    && matches!(un.op, syn::UnOp::Not(_))
+                {
+                    // `while !mgr.try_lock(..)? { sleep }`: a wait, then held after the loop.
+                    self.set_use(&un.expr, Use::Until);
+                    self.visit_expr(&w.cond);
                 } else {
                     self.set_use(&w.cond, Use::Escape);
                     self.visit_expr(&w.cond);
@@ -2434,6 +2481,36 @@ fn spawns(e: &Expr) -> bool {
         }
         Expr::MethodCall(m) => is_spawn(&m.method),
         _ => false,
+    }
+}
+
+/// The names read by a `get` whose answer the condition compares (`cache.get(key)? == Some(t)`,
+/// `conn.get::<_, String>(&key)? != token`); `None` for any other condition.
+fn compared_read(cond: &Expr) -> Option<HashSet<String>> {
+    struct Gets(bool);
+    impl<'ast> Visit<'ast> for Gets {
+        fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+            self.0 |= m.method == "get";
+            syn::visit::visit_expr_method_call(self, m);
+        }
+    }
+    let reads_get = |e: &Expr| {
+        let mut g = Gets(false);
+        g.visit_expr(e);
+        g.0
+    };
+    match cond {
+        Expr::Binary(b) if matches!(b.op, syn::BinOp::Eq(_) | syn::BinOp::Ne(_)) => {
+            [&*b.left, &*b.right]
+                .into_iter()
+                .find(|side| reads_get(side))
+                .map(idents_in)
+        }
+        Expr::Binary(b) if matches!(b.op, syn::BinOp::And(_)) => {
+            compared_read(&b.left).or_else(|| compared_read(&b.right))
+        }
+        Expr::Paren(p) => compared_read(&p.expr),
+        _ => None,
     }
 }
 

@@ -500,6 +500,21 @@ impl<'a, 'c> Walker<'a, 'c> {
                 if let Some(t) = matchers::pack_fn_return_type(self, &path) {
                     return Some(t);
                 }
+                // A handle a library type's associated function gives out
+                // (`TardisFuns::cache()`), as its `methods` list it.
+                let canon_parent = self
+                    .cx
+                    .packs
+                    .type_of_path(parent)
+                    .map_or(parent.to_string(), |(_, p)| p.clone());
+                if let Some(ret) = self
+                    .cx
+                    .packs
+                    .method_returns
+                    .get(&(canon_parent, last.to_string()))
+                {
+                    return Some(Ty::simple(ret.clone()));
+                }
                 // A described library's own type built by its `new`/`default`
                 // (`ResignOptions::new()`): the library's value, for what it is handed.
                 if matches!(last, "new" | "default") && self.cx.packs.is_library_type(parent) {
