@@ -1285,8 +1285,33 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .in_closures
                     .contains(&region::start_of(self.out.sites[idx].span))
                 && !summary::works_after(body, region::end_of(self.out.sites[idx].span), &h.names);
+            // A function that never returns, holding the lock to the end: it takes the lock
+            // once before an endless loop that keeps it alive (`lock(..)?; loop { sleep;
+            // extend }`), or takes or renews it every round without releasing it and tells its
+            // caller how each round went (`loop { match lease.try_acquire_or_renew() { ..
+            // tx.send(led) } sleep }`). Calling it holds the lock for as long as it runs.
+            let endless = !self
+                .in_closures
+                .contains(&region::start_of(self.out.sites[idx].span))
+                && endless_tail(body).is_some_and(|l| {
+                    let (ls, le) = (region::start_of(Span::of(l)), region::end_of(Span::of(l)));
+                    let at = region::start_of(self.out.sites[idx].span);
+                    let released_in_round = r.release.is_some_and(|rel| {
+                        let p = region::start_of(rel);
+                        ls <= p && p <= le
+                    });
+                    // Taken before the loop, the loop must keep it alive (renew it) or report on
+                    // it: one that only works under the lock is the lock's own user.
+                    let renews_in_loop = self.events.iter().any(|e| {
+                        let p = region::start_of(e.span);
+                        e.kind == crate::packs::CallKind::Renew && ls <= p && p <= le
+                    });
+                    let tends = publishes(&l.body, &self.params) || at < ls && renews_in_loop;
+                    at <= le && !released_in_round && tends
+                });
             let scoped = spawned
                 || thin
+                || endless
                 || callbacks
                     .get(callbacks.partition_point(|&p| p <= r.start))
                     .is_some_and(|&p| p <= r.end);
@@ -1307,7 +1332,8 @@ impl<'a, 'c> Walker<'a, 'c> {
                 let library_purpose = self.out.sites[idx].library_purpose.clone();
                 let site = &mut self.out.sites[idx];
                 site.wrapped = !in_place;
-                site.released_inside = scoped && !returned;
+                // (A function that never returns holds it for as long as its caller runs it.)
+                site.released_inside = scoped && !endless && !returned;
                 // Handing back a scoped wrapper's call with the caller's work is a scoped
                 // wrapper too: its callers hold nothing afterwards.
                 let forwards_scope = site.scoped;
@@ -1383,7 +1409,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 // branch): judged at the wrapper's call sites too.
                 let in_place = self.cx.judged_in_place(self.out.sites[idx].span);
                 self.out.sites[idx].wrapped = !in_place;
-                self.out.sites[idx].released_inside = scoped && !returned;
+                self.out.sites[idx].released_inside = scoped && !endless && !returned;
                 self.out.sites[idx].region.escapes |= in_place && returned;
             } else if let Some(flow) = &flow
                 && !self
@@ -2512,6 +2538,74 @@ fn compared_read(cond: &Expr) -> Option<HashSet<String>> {
         Expr::Paren(p) => compared_read(&p.expr),
         _ => None,
     }
+}
+
+/// The function body's last statement, when it is a `loop` that no `break` leaves (nested
+/// loops' own breaks aside): the function never returns normally.
+fn endless_tail(body: &syn::Block) -> Option<&syn::ExprLoop> {
+    struct Breaks {
+        depth: usize,
+        leaves: bool,
+    }
+    impl<'ast> Visit<'ast> for Breaks {
+        fn visit_expr_break(&mut self, b: &'ast syn::ExprBreak) {
+            self.leaves |= self.depth == 0 || b.label.is_some();
+            syn::visit::visit_expr_break(self, b);
+        }
+        fn visit_expr_loop(&mut self, l: &'ast syn::ExprLoop) {
+            self.depth += 1;
+            syn::visit::visit_expr_loop(self, l);
+            self.depth -= 1;
+        }
+        fn visit_expr_while(&mut self, l: &'ast syn::ExprWhile) {
+            self.depth += 1;
+            syn::visit::visit_expr_while(self, l);
+            self.depth -= 1;
+        }
+        fn visit_expr_for_loop(&mut self, l: &'ast syn::ExprForLoop) {
+            self.depth += 1;
+            syn::visit::visit_expr_for_loop(self, l);
+            self.depth -= 1;
+        }
+        fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+        fn visit_expr_async(&mut self, _: &'ast syn::ExprAsync) {}
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let Some(Stmt::Expr(Expr::Loop(l), _)) = body.stmts.last() else {
+        return None;
+    };
+    let mut b = Breaks {
+        depth: 0,
+        leaves: false,
+    };
+    b.visit_block(&l.body);
+    (!b.leaves).then_some(l)
+}
+
+/// Does the block tell a parameter of the function how things went (`leader_tx.send(led)`,
+/// `flag.store(true, ..)`): a channel or flag the caller holds?
+fn publishes(block: &syn::Block, params: &HashSet<String>) -> bool {
+    struct Sends<'p> {
+        params: &'p HashSet<String>,
+        found: bool,
+    }
+    impl<'ast> Visit<'ast> for Sends<'_> {
+        fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+            let publishing = matches!(
+                m.method.to_string().as_str(),
+                "send" | "send_replace" | "send_modify" | "try_send" | "store" | "swap" | "set"
+            );
+            self.found |=
+                publishing && chain_root(&m.receiver).is_some_and(|r| self.params.contains(&r));
+            syn::visit::visit_expr_method_call(self, m);
+        }
+    }
+    let mut v = Sends {
+        params,
+        found: false,
+    };
+    v.visit_block(block);
+    v.found
 }
 
 /// The conjuncts of a let-chain (`a && let P = x && b`), left to right; `None` without a `let`.
