@@ -98,6 +98,13 @@ fn value_ttl(w: &Walker<'_, '_>, e: &Expr, unit: TtlUnit, required: bool) -> Ttl
 /// wrapper. Follows conversions that keep the quantity (casts, `as_millis`, `from_secs`) and
 /// locals bound to them; anything computed (`ttl * 2`, `ttl.unwrap_or(..)`) stays unknown.
 pub(super) fn param_ttl(w: &Walker<'_, '_>, e: &Expr, unit: TtlUnit) -> Option<Ttl> {
+    param_ttl_in(w, e, unit, 0)
+}
+
+fn param_ttl_in(w: &Walker<'_, '_>, e: &Expr, unit: TtlUnit, depth: usize) -> Option<Ttl> {
+    if depth > 4 {
+        return None;
+    }
     let (mut e, mut unit) = (e, unit);
     let mut seen: Vec<String> = Vec::new();
     for _ in 0..16 {
@@ -134,6 +141,19 @@ pub(super) fn param_ttl(w: &Walker<'_, '_>, e: &Expr, unit: TtlUnit) -> Option<T
                     _ => return None,
                 };
                 &c.args[0]
+            }
+            // A clamp (`if ms > u64::MAX as u128 { u64::MAX } else { ms as u64 }`): the
+            // branch that carries the parameter.
+            Expr::If(i) => {
+                let tail = |b: &syn::Block| match b.stmts.last() {
+                    Some(syn::Stmt::Expr(t, None)) => param_ttl_in(w, t, unit, depth + 1),
+                    _ => None,
+                };
+                let els = i.else_branch.as_ref().and_then(|(_, x)| match &**x {
+                    Expr::Block(b) => tail(&b.block),
+                    other => param_ttl_in(w, other, unit, depth + 1),
+                });
+                return tail(&i.then_branch).or(els);
             }
             Expr::Path(p) => {
                 let name = p.path.get_ident()?.to_string();
