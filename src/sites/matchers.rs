@@ -869,6 +869,12 @@ fn build<'a>(
             .unwrap_or_default(),
         ..Matched::plain(r.pack, api, def.kind, span)
     };
+    // Re-expiring a key in zero time (`expire(key, 0)`) deletes it: a release, as blind as a
+    // `DEL` unless the pack says the call checks the owner.
+    if def.kind == CallKind::Renew && matches!(m.ttl, Ttl::Known { ms, .. } if ms == 0.0) {
+        m.kind = CallKind::Release;
+        m.ttl = Ttl::Implicit;
+    }
     // A lock the pack says stays with the receiver is known by the receiver, as a wrapper's
     // that keeps it in `self` is.
     if def.held == Some(crate::packs::HeldIn::Receiver) {
