@@ -1275,24 +1275,24 @@ impl<'a, 'c> Walker<'a, 'c> {
                 (rounds.is_empty() || kept_across_rounds())
                     && !summary::works_after(body, end, &HashSet::new())
             });
+            // Taken at the function's own level, not inside a closure or task of it.
+            let at_fn_level = !self
+                .in_closures
+                .contains(&region::start_of(self.out.sites[idx].span));
             // A function whose lock work is one self-contained call (`MIGRATOR.run(pool)
             // .await?; Ok(())`) and that does nothing after it but report: its callers run it.
             // (A library's own self-contained call only: a scoped wrapper of the program's
             // runs the caller's work, and is judged by what it hands back.)
             let thin = self.out.sites[idx].scoped
                 && self.out.sites[idx].via.is_none()
-                && !self
-                    .in_closures
-                    .contains(&region::start_of(self.out.sites[idx].span))
+                && at_fn_level
                 && !summary::works_after(body, region::end_of(self.out.sites[idx].span), &h.names);
             // A function that never returns, holding the lock to the end: it takes the lock
             // once before an endless loop that keeps it alive (`lock(..)?; loop { sleep;
             // extend }`), or takes or renews it every round without releasing it and tells its
             // caller how each round went (`loop { match lease.try_acquire_or_renew() { ..
             // tx.send(led) } sleep }`). Calling it holds the lock for as long as it runs.
-            let endless = !self
-                .in_closures
-                .contains(&region::start_of(self.out.sites[idx].span))
+            let endless = at_fn_level
                 && endless_tail(body).is_some_and(|l| {
                     let (ls, le) = (region::start_of(Span::of(l)), region::end_of(Span::of(l)));
                     let at = region::start_of(self.out.sites[idx].span);
@@ -1412,9 +1412,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 self.out.sites[idx].released_inside = scoped && !endless && !returned;
                 self.out.sites[idx].region.escapes |= in_place && returned;
             } else if let Some(flow) = &flow
-                && !self
-                    .in_closures
-                    .contains(&region::start_of(self.out.sites[idx].span))
+                && at_fn_level
                 && !self
                     .out
                     .wrappers
@@ -2543,43 +2541,10 @@ fn compared_read(cond: &Expr) -> Option<HashSet<String>> {
 /// The function body's last statement, when it is a `loop` that no `break` leaves (nested
 /// loops' own breaks aside): the function never returns normally.
 fn endless_tail(body: &syn::Block) -> Option<&syn::ExprLoop> {
-    struct Breaks {
-        depth: usize,
-        leaves: bool,
-    }
-    impl<'ast> Visit<'ast> for Breaks {
-        fn visit_expr_break(&mut self, b: &'ast syn::ExprBreak) {
-            self.leaves |= self.depth == 0 || b.label.is_some();
-            syn::visit::visit_expr_break(self, b);
-        }
-        fn visit_expr_loop(&mut self, l: &'ast syn::ExprLoop) {
-            self.depth += 1;
-            syn::visit::visit_expr_loop(self, l);
-            self.depth -= 1;
-        }
-        fn visit_expr_while(&mut self, l: &'ast syn::ExprWhile) {
-            self.depth += 1;
-            syn::visit::visit_expr_while(self, l);
-            self.depth -= 1;
-        }
-        fn visit_expr_for_loop(&mut self, l: &'ast syn::ExprForLoop) {
-            self.depth += 1;
-            syn::visit::visit_expr_for_loop(self, l);
-            self.depth -= 1;
-        }
-        fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
-        fn visit_expr_async(&mut self, _: &'ast syn::ExprAsync) {}
-        fn visit_item(&mut self, _: &'ast syn::Item) {}
-    }
     let Some(Stmt::Expr(Expr::Loop(l), _)) = body.stmts.last() else {
         return None;
     };
-    let mut b = Breaks {
-        depth: 0,
-        leaves: false,
-    };
-    b.visit_block(&l.body);
-    (!b.leaves).then_some(l)
+    (!loop_exits(l).leaves).then_some(l)
 }
 
 /// Does the block tell a parameter of the function how things went (`leader_tx.send(led)`,
@@ -2867,32 +2832,63 @@ fn format_captures(text: &str) -> Vec<String> {
 /// What a value made from `e` can carry: for a `loop`, only what its `break`s hand out (the
 /// body's other names are not in the value: `let v = loop { renew(&lock); … break out; }`).
 fn value_idents(e: &Expr) -> HashSet<String> {
-    struct Breaks(HashSet<String>, usize);
+    match e {
+        Expr::Loop(l) => loop_exits(l).values,
+        other => idents_in(other),
+    }
+}
+
+/// The `break`s that leave a `loop` (unlabelled at its own level, or labelled), not counting
+/// nested loops' own breaks, closures or items.
+struct LoopExits {
+    /// Some `break` leaves it.
+    leaves: bool,
+    /// The names the leaving `break`s hand out as the loop's value.
+    values: HashSet<String>,
+}
+
+fn loop_exits(l: &syn::ExprLoop) -> LoopExits {
+    struct Breaks {
+        depth: usize,
+        exits: LoopExits,
+    }
     impl<'ast> Visit<'ast> for Breaks {
         fn visit_expr_break(&mut self, b: &'ast syn::ExprBreak) {
-            if let Some(x) = &b.expr
-                && (self.1 == 0 || b.label.is_some())
-            {
-                self.0.extend(idents_in(x));
+            if self.depth == 0 || b.label.is_some() {
+                self.exits.leaves = true;
+                if let Some(x) = &b.expr {
+                    self.exits.values.extend(idents_in(x));
+                }
             }
         }
         fn visit_expr_loop(&mut self, l: &'ast syn::ExprLoop) {
-            self.1 += 1;
+            self.depth += 1;
             syn::visit::visit_expr_loop(self, l);
-            self.1 -= 1;
+            self.depth -= 1;
+        }
+        fn visit_expr_while(&mut self, l: &'ast syn::ExprWhile) {
+            self.depth += 1;
+            syn::visit::visit_expr_while(self, l);
+            self.depth -= 1;
+        }
+        fn visit_expr_for_loop(&mut self, l: &'ast syn::ExprForLoop) {
+            self.depth += 1;
+            syn::visit::visit_expr_for_loop(self, l);
+            self.depth -= 1;
         }
         fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
         fn visit_expr_async(&mut self, _: &'ast syn::ExprAsync) {}
         fn visit_item(&mut self, _: &'ast syn::Item) {}
     }
-    match e {
-        Expr::Loop(l) => {
-            let mut b = Breaks(HashSet::new(), 0);
-            b.visit_block(&l.body);
-            b.0
-        }
-        other => idents_in(other),
-    }
+    let mut b = Breaks {
+        depth: 0,
+        exits: LoopExits {
+            leaves: false,
+            values: HashSet::new(),
+        },
+    };
+    b.visit_block(&l.body);
+    b.exits
 }
 
 pub(super) fn idents_in(e: &Expr) -> HashSet<String> {
