@@ -435,7 +435,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         for (root, ws) in &found {
             // A method's owner too: a trait re-exported from another module (`pub use
             // crate::connector::Connector`) is found in files that name the trait, not the method.
-            let names: Vec<String> = ws
+            let mut names: Vec<String> = ws
                 .iter()
                 .flat_map(|w| {
                     let mut segs = w.canonical.rsplit("::");
@@ -444,6 +444,30 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
                     std::iter::once(last).chain(owner)
                 })
                 .collect();
+            // A `Drop` that releases changes how every wrapper handing out that type is
+            // released: their callers are judged again (`let Some(_lock) = try_acquire(..)`
+            // names neither the type nor `drop`).
+            let dropped: HashSet<&str> = ws
+                .iter()
+                .filter(|w| w.kind == CallKind::Release)
+                .filter_map(|w| w.method.as_ref())
+                .filter(|(_, m)| m == "drop")
+                .map(|(t, _)| t.as_str())
+                .collect();
+            if !dropped.is_empty() {
+                names.extend(
+                    wrappers
+                        .values()
+                        .chain(found.values())
+                        .flatten()
+                        .filter(|w| {
+                            w.returns_type
+                                .as_deref()
+                                .is_some_and(|t| dropped.contains(t))
+                        })
+                        .filter_map(|w| w.canonical.rsplit("::").next().map(str::to_string)),
+                );
+            }
             for r in std::iter::once(root).chain(graph.dependents(root)) {
                 callers
                     .entry(r.clone())
@@ -1016,6 +1040,13 @@ fn with_wrappers(base: &PackSet, wrappers: &[WrapperCandidate]) -> Result<PackSe
                     .map(|d| CallDef::forwarding(d, w, *arg))
                     .collect();
                 p.calls.extend(variants);
+            } else if let Some((text, key)) = w.script_arg {
+                // A helper that runs its caller's Lua: each call is judged by the script passed.
+                let mut def = CallDef::wrapper(w);
+                def.script = Some(crate::packs::ScriptArg::Text);
+                def.script_arg = text;
+                def.key_arg = key;
+                p.calls.push(def);
             } else {
                 let mut def = CallDef::wrapper(w);
                 if def.release.is_none()

@@ -10,7 +10,10 @@ use crate::sites::Failure;
 /// while the code after it runs (waiting for the next round, a sleep or a tick, is not work), a
 /// `pg_try_advisory_lock` whose boolean is never tested (or thrown away by `execute`), a `SET … NX`
 /// reply never looked at (or dropped by redis-rs `exec`), or sqlx `try_acquire`'s `Either::Right`
-/// never matched.
+/// never matched. In an election loop, also a failure arm that leaves the outcome the success
+/// arm publishes (`is_leader.store(..)`, `tx.send(..)`) as it was: after a failed round the flag
+/// still says "leader". A `false` default on a reply decoded as `bool` (`let ok: bool = …
+/// .unwrap_or(false)`) reads as "not acquired" and is followed as the boolean.
 ///
 /// ## Why it matters
 /// A try-lock that fails tells you someone else holds the lock. Carrying on anyway is running the
@@ -42,7 +45,8 @@ use crate::sites::Failure;
 /// ## Known limits
 /// The result is followed through its method chain and through local variables in the same
 /// function. Once it is passed to another function, stored or returned, that code is trusted to
-/// check it.
+/// check it. A failure arm that mentions the published flag or channel at all (resets it, hands it
+/// to a step-down helper) or leaves the loop is trusted to correct it.
 pub struct IgnoredLockFailure;
 
 pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {

@@ -13,7 +13,8 @@ use crate::sites::{Failure, Ttl};
 /// (non-atomic) acquisition and reported as `missing-deadline` there instead.
 ///
 /// Also flags a renewal whose failure does not stop the work (`let _ = mgr.extend(..)`, `.ok()`,
-/// a result never inspected), and etcd keep-alives whose response stream is dropped: an expired
+/// a result never inspected, or in a keep-alive loop a failure branch that only logs and goes on
+/// to the next round), and etcd keep-alives whose response stream is dropped: an expired
 /// lease answers keep-alives with TTL 0, not an error.
 ///
 /// ## Why it matters

@@ -73,6 +73,15 @@ struct State {
     negated: bool,
     /// With `Layer::Variant`: the variant that says the lock was taken.
     variant: Option<String>,
+    /// The acquisition runs in a loop: an election or keep-alive round, repeated.
+    in_loop: bool,
+    /// A renewal, not an acquisition: a failed renewal means the lock is lost, where a
+    /// failed try in a loop is only waited out.
+    renewal: bool,
+    /// A renewal through the program's own helper (`guard.extend(ttl).await`): a bare statement
+    /// of it is trusted (the helper may report loss itself; a last re-expire after the work
+    /// is common). Its answer tested and then ignored is still judged.
+    wrapped_renewal: bool,
 }
 
 enum Step {
@@ -80,6 +89,7 @@ enum Step {
     Done(Failure),
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(super) fn judge<'a>(
     w: &Walker<'a, '_>,
     returns: Returns,
@@ -87,6 +97,8 @@ pub(super) fn judge<'a>(
     outward: &[&'a Expr],
     u: &Use<'a>,
     discarded: Option<&str>,
+    renewal: bool,
+    wrapped: bool,
 ) -> Failure {
     if let Some(reason) = discarded
         && layers(returns)
@@ -101,11 +113,39 @@ pub(super) fn judge<'a>(
         layers: layers(returns),
         negated: false,
         variant: success_variant.map(str::to_string),
+        in_loop: w.in_loop(),
+        renewal,
+        wrapped_renewal: renewal && wrapped,
     };
     if success_variant.is_some() {
         state.layers.push(Layer::Variant);
     }
+    // redis-rs decodes `SET … NX`'s reply (OK or nil) into the type the code asks for: as a
+    // `bool`, "not set" is `false`, so a `false` default still reads as "not acquired".
+    if decoded_as_bool(outward, u) {
+        for l in &mut state.layers {
+            if *l == Layer::Option {
+                *l = Layer::Bool;
+            }
+        }
+    }
     judge_state(state, outward, u, w.rest(), 0)
+}
+
+/// Is the reply decoded as a `bool`: `let x: bool = …`, or `query_async::<bool>(..)` /
+/// `query::<_, bool>` on the way out?
+fn decoded_as_bool(outward: &[&Expr], u: &Use) -> bool {
+    let is_bool = |t: &syn::Type| matches!(t, syn::Type::Path(p) if p.path.is_ident("bool"));
+    let bound = matches!(u, Use::Bind { pat: Pat::Type(t), .. } if is_bool(&t.ty));
+    let turbofish = outward.iter().any(|e| match e {
+        Expr::MethodCall(m) => m.turbofish.as_ref().is_some_and(|t| {
+            t.args
+                .last()
+                .is_some_and(|a| matches!(a, syn::GenericArgument::Type(ty) if is_bool(ty)))
+        }),
+        _ => false,
+    });
+    bound || turbofish
 }
 
 fn judge_state<'a>(
@@ -124,7 +164,7 @@ fn judge_state<'a>(
     }
     match u {
         // `let _ = set_nx(..); Ok(false)`: the code reports the lock as not taken either way.
-        Use::Discard if reports_not_taken(rest) => Failure::Handled,
+        Use::Discard if reports_not_taken(rest) || state.wrapped_renewal => Failure::Handled,
         Use::Discard => Failure::Ignored { reason: "its result is discarded, so the work runs whether or not the lock was taken".into() },
         Use::Bind { has_else: true, .. } | Use::Escape | Use::Until | Use::Other => Failure::Handled,
         Use::Bind { pat, has_else: false } => match binding(pat) {
@@ -137,6 +177,7 @@ fn judge_state<'a>(
             Polarity::Failure if !diverges_block(then) && els.is_none() && has_work(rest) => Failure::Ignored {
                 reason: "the failure branch neither returns nor propagates, and the code after it runs without the lock".into(),
             },
+            Polarity::Failure if renewal_lost_quietly(&state, &then.stmts) => Failure::Ignored { reason: LOST_QUIETLY.into() },
             // `if let Ok(l) = … { … } else { log }` and then more work: the else branch chose to go on.
             Polarity::Success if els.is_some_and(|e| !diverges_expr(e)) && has_work(rest) => Failure::Ignored {
                 reason: "the `else` branch neither returns nor propagates, and the code after it runs without the lock".into(),
@@ -148,8 +189,18 @@ fn judge_state<'a>(
                 return Failure::Handled;
             }
             let then_is_failure = *negated != state.negated;
+            let failure_branch = if then_is_failure {
+                Some(&then.stmts[..])
+            } else {
+                match els {
+                    Some(Expr::Block(b)) => Some(&b.block.stmts[..]),
+                    _ => None,
+                }
+            };
             if then_is_failure && !diverges_block(then) && els.is_none() && has_work(rest) {
                 Failure::Ignored { reason: "the branch taken when the lock is not acquired does not stop the work that follows".into() }
+            } else if failure_branch.is_some_and(|b| renewal_lost_quietly(&state, b)) {
+                Failure::Ignored { reason: LOST_QUIETLY.into() }
             } else {
                 Failure::Handled
             }
@@ -162,10 +213,28 @@ fn judge_state<'a>(
             if !failure_falls_through {
                 return Failure::Handled;
             }
+            if bound.is_none()
+                && arms
+                    .iter()
+                    .filter(|a| polarity_with(&a.pat, state.variant.as_deref()) == Polarity::Failure)
+                    .any(|a| arm_lost_quietly(&state, &a.body))
+            {
+                return Failure::Ignored { reason: LOST_QUIETLY.into() };
+            }
+            if bound.is_none()
+                && state.in_loop
+                && let Some(target) = stale_publication(arms, state.variant.as_deref())
+            {
+                return Failure::Ignored {
+                    reason: format!(
+                        "each round the success arm publishes the outcome through `{target}`, but the failure arm leaves it as the last success set it: while the renewals fail, this process goes on acting as the holder after the lease has expired"
+                    ),
+                };
+            }
             match bound.map(binding) {
                 // `let lock = match … { Ok(l) => Some(l), Err(_) => None };` turns the failure into a
                 // value; what matters is whether that value is checked before the work.
-                Some(Binding::Name(name)) => follow(&name, State { layers: vec![Layer::Option], negated: false, variant: None }, rest, depth + 1),
+                Some(Binding::Name(name)) => follow(&name, State { layers: vec![Layer::Option], negated: false, variant: None, in_loop: state.in_loop, renewal: state.renewal, wrapped_renewal: state.wrapped_renewal }, rest, depth + 1),
                 Some(_) => Failure::Handled,
                 None if has_work(rest) => Failure::Ignored {
                     reason: "the failure arm neither returns nor propagates, and the code after the `match` runs without the lock".into(),
@@ -173,6 +242,110 @@ fn judge_state<'a>(
                 None => Failure::Handled,
             }
         }
+    }
+}
+
+const LOST_QUIETLY: &str =
+    "when it fails the branch only logs, and the loop goes on as if the lock were still held";
+
+/// A renewal in a loop whose failure branch only logs or waits and stays in the loop: the
+/// loop (and the work it keeps the lock for) goes on after the lock was lost.
+fn renewal_lost_quietly(state: &State, branch: &[Stmt]) -> bool {
+    state.renewal
+        && state.in_loop
+        && !has_work(branch)
+        && !branch.iter().any(|s| match s {
+            Stmt::Expr(e, _) => leaves_round(e),
+            Stmt::Local(l) => l.init.as_ref().is_some_and(|i| diverges_expr(&i.expr)),
+            Stmt::Macro(m) => diverging_macro(&m.mac),
+            Stmt::Item(_) => false,
+        })
+}
+
+/// The same for a `match` arm's body.
+fn arm_lost_quietly(state: &State, body: &Expr) -> bool {
+    match body {
+        Expr::Block(b) => renewal_lost_quietly(state, &b.block.stmts),
+        other => state.renewal && state.in_loop && !expr_is_work(other) && !leaves_round(other),
+    }
+}
+
+/// An election round's `match`: a success arm that stays in the loop and publishes the outcome
+/// (`is_leader.store(l.acquired, ..)`, `tx.send(..)`, `*flag = ..`, `self.leader = ..`), and a
+/// failure arm that stays in the loop without touching what was published (it logs, waits,
+/// `continue`s). What it published is then stale: the name it was published through.
+/// A failure arm that mentions the name at all (resets it, hands it to a step-down helper) or
+/// leaves the function is trusted.
+fn stale_publication(arms: &[syn::Arm], variant: Option<&str>) -> Option<String> {
+    let (success, failure): (Vec<&syn::Arm>, Vec<&syn::Arm>) = arms
+        .iter()
+        .partition(|a| polarity_with(&a.pat, variant) == Polarity::Success);
+    if failure.is_empty() || success.iter().any(|a| diverges_expr(&a.body)) {
+        return None;
+    }
+    let target = success.iter().find_map(|a| published_through(&a.body))?;
+    let stays = |a: &&syn::Arm| !leaves_round(&a.body);
+    failure
+        .iter()
+        .all(|a| stays(a) && !mentions(&a.body, &target))
+        .then_some(target)
+}
+
+/// The last name of what `e` publishes to: a flag stored, a channel sent on, a place assigned
+/// through a dereference or a field.
+fn published_through(e: &Expr) -> Option<String> {
+    struct Find(Option<String>);
+    fn last_name(e: &Expr) -> Option<String> {
+        match e {
+            Expr::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
+            Expr::Field(f) => match &f.member {
+                syn::Member::Named(i) => Some(i.to_string()),
+                syn::Member::Unnamed(_) => last_name(&f.base),
+            },
+            Expr::Unary(u) => last_name(&u.expr),
+            Expr::Paren(p) => last_name(&p.expr),
+            Expr::Reference(r) => last_name(&r.expr),
+            _ => None,
+        }
+    }
+    impl<'ast> syn::visit::Visit<'ast> for Find {
+        fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+            let publishing = matches!(
+                m.method.to_string().as_str(),
+                "send" | "send_replace" | "send_modify" | "try_send" | "store" | "swap"
+            );
+            if publishing && self.0.is_none() {
+                self.0 = last_name(&m.receiver);
+            }
+            syn::visit::visit_expr_method_call(self, m);
+        }
+        fn visit_expr_assign(&mut self, a: &'ast syn::ExprAssign) {
+            if self.0.is_none() && matches!(&*a.left, Expr::Unary(_) | Expr::Field(_)) {
+                self.0 = last_name(&a.left);
+            }
+            syn::visit::visit_expr_assign(self, a);
+        }
+        fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let mut f = Find(None);
+    syn::visit::Visit::visit_expr(&mut f, e);
+    f.0.filter(|n| n != "self")
+}
+
+/// Does the arm leave the round for good: return, propagate, break out, panic? (`continue` and
+/// falling through both go on to the next round.)
+fn leaves_round(e: &Expr) -> bool {
+    match e {
+        Expr::Continue(_) => false,
+        Expr::Block(b) => b.block.stmts.iter().any(|s| match s {
+            Stmt::Expr(Expr::Continue(_), _) => false,
+            Stmt::Local(l) => l.init.as_ref().is_some_and(|i| diverges_expr(&i.expr)),
+            Stmt::Expr(e, _) => leaves_round(e),
+            Stmt::Macro(m) => diverging_macro(&m.mac),
+            Stmt::Item(_) => false,
+        }),
+        other => diverges_expr(other),
     }
 }
 

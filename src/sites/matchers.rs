@@ -733,17 +733,73 @@ fn url_template(w: &Walker<'_, '_>, e: &Expr, depth: usize) -> Option<String> {
 }
 
 /// Do the calls `when-calls` asks for all appear in the options argument? `Some` with the
-/// argument a pattern marks `KEY` (`TxnOp::put(KEY, _, _)`), which is the lock's key.
+/// argument a pattern marks `KEY` (`TxnOp::put(KEY, _, _)`), which is the lock's key. When several
+/// patterns mark `KEY`, they must be one key: a transaction that checks one key is absent and
+/// writes others (`version(claim) == 0`, then `put(task)`) is a guarded update, not a lock.
 fn when_calls<'a>(w: &Walker<'a, '_>, def: &CallDef, opt: &'a Expr) -> Option<Option<&'a Expr>> {
     let calls = ttl::calls_in(w, opt);
-    let mut key = None;
+    // Per pattern that marks KEY: the keys of the calls it matches.
+    let mut keyed: Vec<Vec<&'a Expr>> = Vec::new();
     for p in &def.when_calls {
         let pat = syn::parse_str::<Expr>(p).ok()?;
-        if !calls.iter().any(|c| call_matches(w, &pat, c, &mut key)) {
+        let mut keys = Vec::new();
+        let mut any = false;
+        for c in &calls {
+            let mut key = None;
+            if call_matches(w, &pat, c, &mut key) {
+                any = true;
+                keys.extend(key);
+            }
+        }
+        if !any {
             return None;
         }
+        if !keys.is_empty() {
+            keyed.push(keys);
+        }
     }
-    Some(key)
+    let Some((last, earlier)) = keyed.split_last() else {
+        return Some(None);
+    };
+    // The same text, or the same value where both are known (`LOCK` and `"locks/a"`).
+    let same = |a: &Expr, b: &Expr| {
+        key_text(a) == key_text(b)
+            || eval::eval_str(a, w).is_some_and(|x| eval::eval_str(b, w) == Some(x))
+    };
+    let key = last
+        .iter()
+        .copied()
+        .find(|k| earlier.iter().all(|ks| ks.iter().any(|o| same(o, k))))?;
+    Some(Some(key))
+}
+
+/// A key expression's text without the conversions that do not change which key it is
+/// (`&k`, `k.as_str()`, `k.clone()`, `k.to_string()`).
+fn key_text(e: &Expr) -> String {
+    let mut e = e;
+    loop {
+        match e {
+            Expr::Reference(r) => e = &r.expr,
+            Expr::Paren(p) => e = &p.expr,
+            Expr::MethodCall(m)
+                if m.args.is_empty()
+                    && matches!(
+                        m.method.to_string().as_str(),
+                        "as_str"
+                            | "as_bytes"
+                            | "clone"
+                            | "to_string"
+                            | "to_owned"
+                            | "into"
+                            | "as_ref"
+                    ) =>
+            {
+                e = &m.receiver
+            }
+            _ => break,
+        }
+    }
+    quote::ToTokens::to_token_stream(e).to_string()
 }
 
 /// The lock's key a `when-calls` pattern marks, for a call that has no `key-arg`.

@@ -213,6 +213,10 @@ pub struct WrapperCandidate {
     pub held: Option<Held>,
     /// For a helper that runs SQL its caller passes: which argument holds the text.
     pub sql_arg: Option<usize>,
+    /// For a helper that runs the Lua its caller passes (`fn run_script(&self, script: &str,
+    /// key: &str, ..) { Script::new(script).key(key).invoke_async(..) }`): the argument holding
+    /// the script's text, and the one holding its key.
+    pub script_arg: Option<(usize, Option<usize>)>,
     /// The lock command sits in a pipeline the caller runs (returned, or passed in).
     pub pipeline: Option<PipeVia>,
     /// For a helper that hands its parameter to the argument a pack reads with `fields-arg`

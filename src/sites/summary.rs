@@ -884,6 +884,101 @@ fn stringy(e: &Expr) -> bool {
 /// A helper that runs SQL its caller passes (`async fn exec(conn, sql: &str, key)` calling
 /// `sqlx::query(sql)`): the pack whose SQL call runs it, and the argument (receiver not counted)
 /// that holds the text. Its call sites are SQL calls of that pack.
+/// A helper that runs the Lua script its caller passes: `Script::new(script)` (a pack's script
+/// builder) on a text parameter, invoked in the helper. The script's parameter, the pack, and
+/// the parameter that `.key(..)` names.
+pub(super) fn script_runner(
+    sig: &syn::Signature,
+    body: &syn::Block,
+    packs: &crate::packs::PackSet,
+) -> Option<(usize, usize, Option<usize>)> {
+    let params: Vec<(usize, String, bool)> = sig
+        .inputs
+        .iter()
+        .filter_map(|a| match a {
+            syn::FnArg::Typed(pt) => Some(pt),
+            syn::FnArg::Receiver(_) => None,
+        })
+        .enumerate()
+        .filter_map(|(i, pt)| match &*pt.pat {
+            syn::Pat::Ident(pi) => Some((i, pi.ident.to_string(), text_type(&pt.ty))),
+            _ => None,
+        })
+        .collect();
+    if !params.iter().any(|p| p.2) || packs.script_builders.is_empty() {
+        return None;
+    }
+    // Builders by their last two segments (`Script::new`), as the helper spells them.
+    let builders: Vec<(String, usize)> = packs
+        .script_builders
+        .iter()
+        .map(|(path, &pi)| {
+            let tail: Vec<&str> = path.rsplit("::").take(2).collect();
+            (format!("{}::{}", tail.get(1).unwrap_or(&""), tail[0]), pi)
+        })
+        .collect();
+    struct Find<'p> {
+        builders: &'p [(String, usize)],
+        params: &'p [(usize, String, bool)],
+        script: Option<(usize, usize)>,
+        key: Option<usize>,
+        invoked: bool,
+    }
+    impl Find<'_> {
+        fn param(&self, e: &Expr, text: bool) -> Option<usize> {
+            let n = plain_name(peel_key(e))?;
+            self.params
+                .iter()
+                .find(|(_, p, t)| *p == n && (*t || !text))
+                .map(|p| p.0)
+        }
+    }
+    impl<'ast> Visit<'ast> for Find<'_> {
+        fn visit_expr(&mut self, e: &'ast Expr) {
+            match e {
+                Expr::Call(c) => {
+                    if let Expr::Path(p) = &*c.func
+                        && p.path.segments.len() >= 2
+                        && c.args.len() == 1
+                    {
+                        let n = p.path.segments.len();
+                        let tail = format!(
+                            "{}::{}",
+                            p.path.segments[n - 2].ident,
+                            p.path.segments[n - 1].ident
+                        );
+                        if let Some(&(_, pi)) = self.builders.iter().find(|(b, _)| *b == tail)
+                            && let Some(i) = self.param(&c.args[0], true)
+                        {
+                            self.script = Some((pi, i));
+                        }
+                    }
+                }
+                Expr::MethodCall(m) => {
+                    let name = m.method.to_string();
+                    if name == "key" && m.args.len() == 1 && self.key.is_none() {
+                        self.key = self.param(&m.args[0], false);
+                    }
+                    self.invoked |= matches!(name.as_str(), "invoke" | "invoke_async");
+                }
+                _ => {}
+            }
+            syn::visit::visit_expr(self, e);
+        }
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let mut f = Find {
+        builders: &builders,
+        params: &params,
+        script: None,
+        key: None,
+        invoked: false,
+    };
+    f.visit_block(body);
+    let (pack, text) = f.script.filter(|_| f.invoked)?;
+    Some((pack, text, f.key))
+}
+
 pub(super) fn sql_runner(
     sig: &syn::Signature,
     body: &syn::Block,

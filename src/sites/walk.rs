@@ -408,12 +408,17 @@ fn analyze_fn<'a>(
         Some((pack, api, param)) => param_index(sig, &param).map(|i| (pack, Runs::Object(api, i))),
         None => None,
     }
-    .or_else(|| summary::sql_runner(sig, body, cx.packs).map(|(pack, arg)| (pack, Runs::Sql(arg))));
+    .or_else(|| summary::sql_runner(sig, body, cx.packs).map(|(pack, arg)| (pack, Runs::Sql(arg))))
+    .or_else(|| {
+        summary::script_runner(sig, body, cx.packs)
+            .map(|(pack, text, key)| (pack, Runs::Script(text, key)))
+    });
     if let Some((pack, runs)) = runner {
         let sql = matches!(runs, Runs::Sql(_));
-        let (sql_arg, forwards) = match runs {
-            Runs::Sql(arg) => (Some(arg), None),
-            Runs::Object(api, i) => (None, Some((api, i))),
+        let (sql_arg, forwards, script_arg) = match runs {
+            Runs::Sql(arg) => (Some(arg), None, None),
+            Runs::Object(api, i) => (None, Some((api, i)), None),
+            Runs::Script(text, key) => (None, None, Some((text, key))),
         };
         w.out.wrappers.push(super::WrapperCandidate {
             canonical: w.canonical.clone(),
@@ -441,6 +446,7 @@ fn analyze_fn<'a>(
             key_arg: None,
             held: None,
             sql_arg,
+            script_arg,
             pipeline: None,
             forwards,
             when_arg: None,
@@ -457,6 +463,8 @@ enum Runs {
     Sql(usize),
     /// The object a `fields-arg` call reads: the call's method or function, and the parameter.
     Object(String, usize),
+    /// A Lua script's text, in this argument; its key, in that one.
+    Script(usize, Option<usize>),
 }
 
 /// The position of a named parameter (the receiver not counted).
@@ -762,6 +770,11 @@ impl<'a, 'c> Walker<'a, 'c> {
         }
     }
 
+    /// Inside a loop of the function (an election or keep-alive round)?
+    pub(super) fn in_loop(&self) -> bool {
+        !self.loops.is_empty()
+    }
+
     pub(super) fn rest(&self) -> &'a [Stmt] {
         self.rest.last().copied().unwrap_or(&[])
     }
@@ -835,6 +848,8 @@ impl<'a, 'c> Walker<'a, 'c> {
                 outward,
                 &u,
                 m.discarded.as_deref(),
+                m.kind == crate::packs::CallKind::Renew,
+                m.via.is_some(),
             ),
         };
         if let Some(run) = &m.pipeline {
@@ -1397,6 +1412,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     key_arg: summary::key_arg(held.as_ref()),
                     held,
                     sql_arg: None,
+                    script_arg: None,
                     pipeline,
                     forwards: None,
                     when_arg: self.arm_condition(flow.as_ref(), idx),
@@ -1461,6 +1477,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     key_arg: summary::key_arg(Some(&held)),
                     held: Some(held),
                     sql_arg: None,
+                    script_arg: None,
                     pipeline,
                     forwards: None,
                     when_arg: self.arm_condition(Some(flow), idx),
@@ -1521,7 +1538,13 @@ impl<'a, 'c> Walker<'a, 'c> {
                 arity: arity(self.sig),
                 library,
                 kind: e.kind,
-                returns: crate::packs::Returns::Value,
+                // A renewal's answer says whether the lock is still held (`-> bool`,
+                // `-> Result<()>`): its callers' handling of it is judged.
+                returns: if e.kind == crate::packs::CallKind::Renew {
+                    summary::reported(self.ret.as_ref())
+                } else {
+                    crate::packs::Returns::Value
+                },
                 returns_type: None,
                 scoped: false,
                 ttl_ms: None,
@@ -1536,6 +1559,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 key_arg,
                 held,
                 sql_arg: None,
+                script_arg: None,
                 pipeline: None,
                 forwards: None,
                 when_arg: None,
@@ -2834,6 +2858,45 @@ fn format_captures(text: &str) -> Vec<String> {
 fn value_idents(e: &Expr) -> HashSet<String> {
     match e {
         Expr::Loop(l) => loop_exits(l).values,
+        // A spawned task's handle carries what the task ends with, not what it used on the
+        // way (`let handle = spawn(async move { lease = take(..); … })` is no lock).
+        Expr::Call(_) | Expr::MethodCall(_) if spawns(e) => {
+            let args: Vec<&Expr> = match e {
+                Expr::Call(c) => c.args.iter().collect(),
+                Expr::MethodCall(m) => m.args.iter().collect(),
+                _ => Vec::new(),
+            };
+            args.into_iter()
+                .flat_map(|a| match closure_value(a) {
+                    Some(task) => deferred_tail(task).map(ends_with).unwrap_or_default(),
+                    None => idents_in(a),
+                })
+                .collect()
+        }
+        other => idents_in(other),
+    }
+}
+
+/// The names an expression's value can be made of, looking through the branches that decide
+/// it: an `if` or `match` whose blocks end in statements is `()`, whatever they used.
+fn ends_with(e: &Expr) -> HashSet<String> {
+    let block = |b: &syn::Block| match b.stmts.last() {
+        Some(Stmt::Expr(x, None)) => ends_with(x),
+        _ => HashSet::new(),
+    };
+    match e {
+        Expr::If(i) => {
+            let mut out = block(&i.then_branch);
+            if let Some((_, els)) = &i.else_branch {
+                out.extend(ends_with(els));
+            }
+            out
+        }
+        Expr::Match(m) => m.arms.iter().flat_map(|a| ends_with(&a.body)).collect(),
+        Expr::Block(b) => block(&b.block),
+        Expr::Unsafe(b) => block(&b.block),
+        Expr::Loop(l) => loop_exits(l).values,
+        Expr::While(_) | Expr::ForLoop(_) => HashSet::new(),
         other => idents_in(other),
     }
 }
