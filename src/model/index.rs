@@ -53,6 +53,10 @@ pub struct FileIndex {
     /// String { format!("{addr}/v1/kv/{}", self.key) }`): path -> the tail's source. A URL
     /// built by such a helper keeps its fixed parts.
     pub text_fns: Vec<(String, String)>,
+    /// Functions and methods whose tail reads the wall clock (`fn now_ms() -> u64 {
+    /// SystemTime::now().duration_since(UNIX_EPOCH)…as_millis() as u64 }`): calling one is a
+    /// wall-clock read where the caller uses it.
+    pub clock_fns: Vec<String>,
     /// Methods of `impl Trait for Type` blocks and their returns, as `fns`; an inherent method
     /// of the same name wins.
     pub trait_fns: Vec<(String, Ty)>,
@@ -325,6 +329,41 @@ fn fill_slots(t: Ty, args: &[Ty]) -> Ty {
 }
 
 /// Replaces generic parameters by their bounds, at any depth.
+/// Does the block's tail read the wall clock: `SystemTime::now()`, `Utc::now()`, `Local::now()`,
+/// `OffsetDateTime::now_utc()`, through the conversions that keep its value a time
+/// (`.duration_since(UNIX_EPOCH)?.as_millis() as u64`, `.timestamp()`)?
+fn clock_tail(block: &syn::Block) -> bool {
+    fn reads(e: &syn::Expr) -> bool {
+        match e {
+            syn::Expr::Call(c) if c.args.is_empty() => match &*c.func {
+                syn::Expr::Path(p) => {
+                    let n = p.path.segments.len();
+                    n >= 2 && {
+                        let t = p.path.segments[n - 2].ident.to_string();
+                        let f = p.path.segments[n - 1].ident.to_string();
+                        matches!(
+                            (t.as_str(), f.as_str()),
+                            ("SystemTime" | "Utc" | "Local", "now")
+                                | ("OffsetDateTime", "now_utc" | "now_local")
+                        )
+                    }
+                }
+                _ => false,
+            },
+            syn::Expr::MethodCall(m) => reads(&m.receiver),
+            syn::Expr::Try(t) => reads(&t.expr),
+            syn::Expr::Paren(p) => reads(&p.expr),
+            syn::Expr::Cast(c) => reads(&c.expr),
+            syn::Expr::Call(c) => {
+                // `Ok(SystemTime::now()…)`, `u64::try_from(…)`: one argument carrying it.
+                c.args.len() == 1 && reads(&c.args[0])
+            }
+            _ => false,
+        }
+    }
+    matches!(block.stmts.last(), Some(syn::Stmt::Expr(e, None)) if reads(e))
+}
+
 pub fn substitute_bounds(t: Ty, bounds: &HashMap<String, Ty>) -> Ty {
     if bounds.is_empty() {
         return t;
@@ -452,6 +491,7 @@ impl FileIndex {
                 derefs,
                 cmd_builders,
                 text_fns,
+                clock_fns,
                 trait_fns,
             } = p;
             out.structs.extend(structs);
@@ -471,6 +511,7 @@ impl FileIndex {
             out.derefs.extend(derefs);
             out.cmd_builders.extend(cmd_builders);
             out.text_fns.extend(text_fns);
+            out.clock_fns.extend(clock_fns);
             out.trait_fns.extend(trait_fns);
         }
         fn dedup<T: Clone + Eq + std::hash::Hash>(v: &mut Vec<T>) {
@@ -577,6 +618,9 @@ impl FileIndex {
                         imports,
                     ));
                     self.text_fns.extend(text_tail(&path, &f.sig, &f.block));
+                    if clock_tail(&f.block) {
+                        self.clock_fns.push(path.clone());
+                    }
                     if let Some(ret) = ret_ty(&f.sig, imports, None) {
                         self.fns.push((path, ret));
                     }
@@ -677,6 +721,9 @@ impl FileIndex {
                             syn::ImplItem::Fn(f) => {
                                 let path = format!("{}::{}", self_ty.path, f.sig.ident);
                                 self.text_fns.extend(text_tail(&path, &f.sig, &f.block));
+                                if clock_tail(&f.block) {
+                                    self.clock_fns.push(path.clone());
+                                }
                                 if let Some(ret) = ret_ty(&f.sig, imports, Some(&self_ty)) {
                                     // Rust calls the inherent method when a trait's has its name.
                                     if imp.trait_.is_some() {
@@ -864,6 +911,7 @@ pub struct CrateIndex {
     derefs: HashMap<String, Ty>,
     cmd_builders: HashMap<String, CmdBuilder>,
     text_fns: HashMap<String, String>,
+    clock_fns: std::collections::HashSet<String>,
 }
 
 impl CrateIndex {
@@ -886,6 +934,7 @@ impl CrateIndex {
             idx.cmd_builders
                 .extend(f.cmd_builders.into_iter().map(|b| (b.path.clone(), b)));
             idx.text_fns.extend(f.text_fns);
+            idx.clock_fns.extend(f.clock_fns);
             for (path, fields) in f.variants {
                 idx.variants
                     .entry(path)
@@ -1161,6 +1210,13 @@ impl CrateIndex {
             .or_else(|| self.cmd_builders.get(path))
     }
 
+    /// Does a function of the crate answer a wall-clock reading (see [`FileIndex::clock_fns`])?
+    pub fn clock_fn(&self, path: &str) -> bool {
+        self.clock_fns
+            .contains(&self.through_reexports(self.settle(path)))
+            || self.clock_fns.contains(path)
+    }
+
     pub fn fn_return(&self, path: &str) -> Option<Ty> {
         self.fns
             .get(&self.through_reexports(self.settle(path)))
@@ -1387,6 +1443,14 @@ impl CrateView {
         match self.dep_of(&path) {
             Some((_, view, inner)) => view.text_fn(&inner),
             None => self.own.text_fn(&path),
+        }
+    }
+
+    pub fn clock_fn(&self, path: &str) -> bool {
+        let path = self.through_reexports(path.to_string());
+        match self.dep_of(&path) {
+            Some((_, view, inner)) => view.clock_fn(&inner),
+            None => self.own.clock_fn(&path),
         }
     }
 

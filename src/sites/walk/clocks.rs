@@ -37,7 +37,15 @@ impl Clocks<'_, '_, '_> {
                         | ("Utc" | "Local", "now")
                         | ("OffsetDateTime", "now_utc" | "now_local")
                 );
-                hit.then(|| (Span::of(e), format!("{t}::{f}()")))
+                if hit {
+                    return Some((Span::of(e), format!("{t}::{f}()")));
+                }
+                // The program's own `now_ms()`, whose tail reads the wall clock.
+                self.w
+                    .cx
+                    .index
+                    .clock_fn(&path)
+                    .then(|| (Span::of(e), format!("{f}() (reads the wall clock)")))
             }
             Expr::Paren(p) => self.wall_clock(&p.expr),
             Expr::MethodCall(m) => self.wall_clock(&m.receiver),
@@ -57,6 +65,27 @@ impl Clocks<'_, '_, '_> {
             .find(|(name, ..)| *name == n)
             .map(|(_, s, w)| (*s, w.clone()))
     }
+}
+
+/// The first comparison in an expression with a clock reading on one side.
+struct Compared<'c, 'w, 'a, 'x> {
+    clocks: &'c Clocks<'w, 'a, 'x>,
+    hit: Option<(Span, String)>,
+}
+
+impl<'ast> Visit<'ast> for Compared<'_, '_, '_, '_> {
+    fn visit_expr_binary(&mut self, b: &'ast syn::ExprBinary) {
+        use syn::BinOp::*;
+        if self.hit.is_none() && matches!(b.op, Lt(_) | Le(_) | Gt(_) | Ge(_)) {
+            self.hit = self
+                .clocks
+                .clock_in(&b.left)
+                .or_else(|| self.clocks.clock_in(&b.right));
+        }
+        syn::visit::visit_expr_binary(self, b);
+    }
+    fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+    fn visit_item(&mut self, _: &'ast syn::Item) {}
 }
 
 impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
@@ -90,6 +119,23 @@ impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
                     ));
                 }
                 return;
+            }
+            // `let expired = match stamp { Some(ts) => now > ts + ttl, None => true };`: a
+            // name that says expiry, decided by comparing a clock reading somewhere inside.
+            if name
+                .as_deref()
+                .is_some_and(|n| expiry_like(&HashSet::new(), Some(n)))
+            {
+                let mut cmp = Compared {
+                    clocks: self,
+                    hit: None,
+                };
+                cmp.visit_expr(&init.expr);
+                if let Some(hit) = cmp.hit
+                    && !self.found.contains(&hit)
+                {
+                    self.found.push(hit);
+                }
             }
         }
         syn::visit::visit_local(self, l);
