@@ -397,6 +397,12 @@ fn match_method<'a>(
             if found.key.is_none() {
                 found.key = when_key(w, def, args).or_else(|| url_key(w, def, args));
             }
+            // A session lock taken through a value built around a lent connection
+            // (`PostgresLock::new(&mut client, key).acquire()`) goes back to the pool with it.
+            if found.sql && found.checkout.is_none() {
+                found.checkout =
+                    super::walk::local_named(receiver).filter(|n| w.checkouts.contains(n));
+            }
             found.backend = rty
                 .as_ref()
                 .filter(|t| receiver_is(w, def, t))

@@ -728,6 +728,17 @@ impl<'a, 'c> Walker<'a, 'c> {
         }
     }
 
+    /// `PostgresLock::new(&mut client, key)`, `Locker { conn: client }`: a value built around a
+    /// lent connection holds it; its session locks go back to the pool with the connection.
+    fn wraps_checkout(&self, e: &Expr) -> bool {
+        let lent = |a: &Expr| local_named(a).is_some_and(|n| self.checkouts.contains(&n));
+        match e {
+            Expr::Call(c) => c.args.iter().any(lent),
+            Expr::Struct(st) => st.fields.iter().any(|f| lent(&f.expr)),
+            _ => false,
+        }
+    }
+
     /// `pool.acquire().await?`, `self.pool.get().await.unwrap()`: a call a pack lists as lending
     /// a pool's connection, on a receiver of that pool's type.
     fn is_checkout(&self, e: &Expr) -> bool {
@@ -1768,7 +1779,7 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                                 .insert(n.clone(), (&l.pat, &b.stmts[i + 1..], end));
                         }
                         if let Some(n) = single_name(&l.pat) {
-                            if self.is_checkout(&init.expr) {
+                            if self.is_checkout(&init.expr) || self.wraps_checkout(&init.expr) {
                                 self.checkouts.insert(n);
                             } else {
                                 self.checkouts.remove(&n);
