@@ -227,7 +227,7 @@ fn judge_state<'a>(
             {
                 return Failure::Ignored {
                     reason: format!(
-                        "each round the success arm publishes the outcome through `{target}`, but the failure arm leaves it as the last success set it: while the renewals fail, this process goes on acting as the holder after the lease has expired"
+                        "the failure arm leaves `{target}` as the last successful round published it: while the renewals fail, this process goes on acting as the holder after the lease has expired"
                     ),
                 };
             }
