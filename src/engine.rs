@@ -447,13 +447,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
             // A `Drop` that releases changes how every wrapper handing out that type is
             // released: their callers are judged again (`let Some(_lock) = try_acquire(..)`
             // names neither the type nor `drop`).
-            let dropped: HashSet<&str> = ws
-                .iter()
-                .filter(|w| w.kind == CallKind::Release)
-                .filter_map(|w| w.method.as_ref())
-                .filter(|(_, m)| m == "drop")
-                .map(|(t, _)| t.as_str())
-                .collect();
+            let dropped = drop_released(ws);
             if !dropped.is_empty() {
                 names.extend(
                     wrappers
@@ -1009,18 +1003,24 @@ fn config_id(c: &Arc<Config>) -> usize {
     Arc::as_ptr(c) as usize
 }
 
-/// The config's packs plus the crate's wrappers, each added to the pack of the library it wraps.
-fn with_wrappers(base: &PackSet, wrappers: &[WrapperCandidate]) -> Result<PackSet, ToolError> {
-    let mut packs = base.packs.clone();
-    // Lock types whose `Drop` releases (`impl Drop for Guard { fn drop(&mut self) { release } }`):
-    // a wrapper handing one out hands out a guard, as does one answering `impl Drop`.
-    let drop_releases: HashSet<&str> = wrappers
+/// The types whose `Drop` releases, among these wrappers (`impl Drop for Guard { fn drop(&mut
+/// self) { release } }`, by the type's path).
+fn drop_released(wrappers: &[WrapperCandidate]) -> HashSet<&str> {
+    wrappers
         .iter()
         .filter(|w| w.kind == CallKind::Release)
         .filter_map(|w| w.method.as_ref())
         .filter(|(_, m)| m == "drop")
         .map(|(t, _)| t.as_str())
-        .collect();
+        .collect()
+}
+
+/// The config's packs plus the crate's wrappers, each added to the pack of the library it wraps.
+fn with_wrappers(base: &PackSet, wrappers: &[WrapperCandidate]) -> Result<PackSet, ToolError> {
+    let mut packs = base.packs.clone();
+    // Lock types whose `Drop` releases (`impl Drop for Guard { fn drop(&mut self) { release } }`):
+    // a wrapper handing one out hands out a guard, as does one answering `impl Drop`.
+    let drop_releases = drop_released(wrappers);
     for w in wrappers {
         if let Some(p) = packs.iter_mut().find(|p| p.pack.name == w.library) {
             // A helper that runs its caller's SQL is one more SQL call of its pack.

@@ -782,30 +782,7 @@ fn when_calls<'a>(w: &Walker<'a, '_>, def: &CallDef, opt: &'a Expr) -> Option<Op
 /// A key expression's text without the conversions that do not change which key it is
 /// (`&k`, `k.as_str()`, `k.clone()`, `k.to_string()`).
 fn key_text(e: &Expr) -> String {
-    let mut e = e;
-    loop {
-        match e {
-            Expr::Reference(r) => e = &r.expr,
-            Expr::Paren(p) => e = &p.expr,
-            Expr::MethodCall(m)
-                if m.args.is_empty()
-                    && matches!(
-                        m.method.to_string().as_str(),
-                        "as_str"
-                            | "as_bytes"
-                            | "clone"
-                            | "to_string"
-                            | "to_owned"
-                            | "into"
-                            | "as_ref"
-                    ) =>
-            {
-                e = &m.receiver
-            }
-            _ => break,
-        }
-    }
-    quote::ToTokens::to_token_stream(e).to_string()
+    quote::ToTokens::to_token_stream(super::summary::peel_key(e)).to_string()
 }
 
 /// The lock's key a `when-calls` pattern marks, for a call that has no `key-arg`.

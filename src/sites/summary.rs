@@ -884,16 +884,10 @@ fn stringy(e: &Expr) -> bool {
 /// A helper that runs SQL its caller passes (`async fn exec(conn, sql: &str, key)` calling
 /// `sqlx::query(sql)`): the pack whose SQL call runs it, and the argument (receiver not counted)
 /// that holds the text. Its call sites are SQL calls of that pack.
-/// A helper that runs the Lua script its caller passes: `Script::new(script)` (a pack's script
-/// builder) on a text parameter, invoked in the helper. The script's parameter, the pack, and
-/// the parameter that `.key(..)` names.
-pub(super) fn script_runner(
-    sig: &syn::Signature,
-    body: &syn::Block,
-    packs: &crate::packs::PackSet,
-) -> Option<(usize, usize, Option<usize>)> {
-    let params: Vec<(usize, String, bool)> = sig
-        .inputs
+/// A function's parameters named by a plain identifier (the receiver not counted): position,
+/// name, and whether its type is text (`&str`, `String`).
+fn named_params(sig: &syn::Signature) -> Vec<(usize, String, bool)> {
+    sig.inputs
         .iter()
         .filter_map(|a| match a {
             syn::FnArg::Typed(pt) => Some(pt),
@@ -904,7 +898,18 @@ pub(super) fn script_runner(
             syn::Pat::Ident(pi) => Some((i, pi.ident.to_string(), text_type(&pt.ty))),
             _ => None,
         })
-        .collect();
+        .collect()
+}
+
+/// A helper that runs the Lua script its caller passes: `Script::new(script)` (a pack's script
+/// builder) on a text parameter, invoked in the helper. The script's parameter, the pack, and
+/// the parameter that `.key(..)` names.
+pub(super) fn script_runner(
+    sig: &syn::Signature,
+    body: &syn::Block,
+    packs: &crate::packs::PackSet,
+) -> Option<(usize, usize, Option<usize>)> {
+    let params = named_params(sig);
     if !params.iter().any(|p| p.2) || packs.script_builders.is_empty() {
         return None;
     }
@@ -984,19 +989,10 @@ pub(super) fn sql_runner(
     body: &syn::Block,
     packs: &crate::packs::PackSet,
 ) -> Option<(usize, usize)> {
-    let texts: Vec<(usize, String)> = sig
-        .inputs
-        .iter()
-        .filter_map(|a| match a {
-            syn::FnArg::Typed(pt) => Some(pt),
-            syn::FnArg::Receiver(_) => None,
-        })
-        .enumerate()
-        .filter(|(_, pt)| text_type(&pt.ty))
-        .filter_map(|(i, pt)| match &*pt.pat {
-            syn::Pat::Ident(pi) => Some((i, pi.ident.to_string())),
-            _ => None,
-        })
+    let texts: Vec<(usize, String)> = named_params(sig)
+        .into_iter()
+        .filter(|p| p.2)
+        .map(|(i, n, _)| (i, n))
         .collect();
     if texts.is_empty() || packs.sql_calls.is_empty() {
         return None;
