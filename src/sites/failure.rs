@@ -251,15 +251,7 @@ const LOST_QUIETLY: &str =
 /// A renewal in a loop whose failure branch only logs or waits and stays in the loop: the
 /// loop (and the work it keeps the lock for) goes on after the lock was lost.
 fn renewal_lost_quietly(state: &State, branch: &[Stmt]) -> bool {
-    state.renewal
-        && state.in_loop
-        && !has_work(branch)
-        && !branch.iter().any(|s| match s {
-            Stmt::Expr(e, _) => leaves_round(e),
-            Stmt::Local(l) => l.init.as_ref().is_some_and(|i| diverges_expr(&i.expr)),
-            Stmt::Macro(m) => diverging_macro(&m.mac),
-            Stmt::Item(_) => false,
-        })
+    state.renewal && state.in_loop && !has_work(branch) && !branch.iter().any(stmt_leaves_round)
 }
 
 /// The same for a `match` arm's body.
@@ -338,14 +330,17 @@ fn published_through(e: &Expr) -> Option<String> {
 fn leaves_round(e: &Expr) -> bool {
     match e {
         Expr::Continue(_) => false,
-        Expr::Block(b) => b.block.stmts.iter().any(|s| match s {
-            Stmt::Expr(Expr::Continue(_), _) => false,
-            Stmt::Local(l) => l.init.as_ref().is_some_and(|i| diverges_expr(&i.expr)),
-            Stmt::Expr(e, _) => leaves_round(e),
-            Stmt::Macro(m) => diverging_macro(&m.mac),
-            Stmt::Item(_) => false,
-        }),
+        Expr::Block(b) => b.block.stmts.iter().any(stmt_leaves_round),
         other => diverges_expr(other),
+    }
+}
+
+fn stmt_leaves_round(s: &Stmt) -> bool {
+    match s {
+        Stmt::Local(l) => l.init.as_ref().is_some_and(|i| diverges_expr(&i.expr)),
+        Stmt::Expr(e, _) => leaves_round(e),
+        Stmt::Macro(m) => diverging_macro(&m.mac),
+        Stmt::Item(_) => false,
     }
 }
 

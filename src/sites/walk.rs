@@ -316,6 +316,7 @@ fn analyze_fn<'a>(
         closure_values: HashSet::new(),
         in_closure_value: 0,
         loops: Vec::new(),
+        for_loops: Vec::new(),
         block_ends: Vec::new(),
         holdings: Vec::new(),
         saw_ttl_check: false,
@@ -548,6 +549,9 @@ pub(super) struct Walker<'a, 'c> {
     /// Inside one of `closure_values`.
     in_closure_value: usize,
     loops: Vec<Span>,
+    /// Per entry of `loops`: a `for` over items (each round its own item), not a repeating
+    /// `loop`/`while` round.
+    for_loops: Vec<bool>,
     block_ends: Vec<Pos>,
     /// Sites of this function (index into `out.sites`) and how each is held.
     holdings: Vec<(usize, Holding)>,
@@ -781,9 +785,10 @@ impl<'a, 'c> Walker<'a, 'c> {
         }
     }
 
-    /// Inside a loop of the function (an election or keep-alive round)?
+    /// Inside a repeating round of the function (an election or keep-alive `loop`/`while`)?
+    /// A `for` over items is not one: each round has its own item, and its own lock.
     pub(super) fn in_loop(&self) -> bool {
-        !self.loops.is_empty()
+        self.for_loops.last() == Some(&false)
     }
 
     pub(super) fn rest(&self) -> &'a [Stmt] {
@@ -2032,14 +2037,18 @@ impl<'a> Walker<'a, '_> {
                     self.visit_expr(&w.cond);
                 }
                 self.loops.push(Span::of(e));
+                self.for_loops.push(false);
                 self.visit_block(&w.body);
+                self.for_loops.pop();
                 self.loops.pop();
                 self.scopes.pop();
             }
             Expr::Loop(l) => {
                 self.marker(MarkerKind::Loop, Span::of(&l.loop_token));
                 self.loops.push(Span::of(e));
+                self.for_loops.push(false);
                 self.visit_block(&l.body);
+                self.for_loops.pop();
                 self.loops.pop();
             }
             Expr::ForLoop(f) => {
@@ -2050,7 +2059,9 @@ impl<'a> Walker<'a, '_> {
                 self.scopes.push(HashMap::new());
                 self.bind(&f.pat, None, elem);
                 self.loops.push(Span::of(e));
+                self.for_loops.push(true);
                 self.visit_block(&f.body);
+                self.for_loops.pop();
                 self.loops.pop();
                 self.scopes.pop();
             }
