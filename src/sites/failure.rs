@@ -283,6 +283,15 @@ fn stale_publication(arms: &[syn::Arm], variant: Option<&str>) -> Option<String>
         .then_some(target)
 }
 
+/// A method that tells others how things went: a channel's send, an atomic flag's store.
+/// (`set` is left out here: a metrics gauge's `set` is no leadership flag.)
+pub(super) fn publishing(method: &str) -> bool {
+    matches!(
+        method,
+        "send" | "send_replace" | "send_modify" | "try_send" | "store" | "swap"
+    )
+}
+
 /// The last name of what `e` publishes to: a flag stored, a channel sent on, a place assigned
 /// through a dereference or a field.
 fn published_through(e: &Expr) -> Option<String> {
@@ -302,11 +311,7 @@ fn published_through(e: &Expr) -> Option<String> {
     }
     impl<'ast> syn::visit::Visit<'ast> for Find {
         fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
-            let publishing = matches!(
-                m.method.to_string().as_str(),
-                "send" | "send_replace" | "send_modify" | "try_send" | "store" | "swap"
-            );
-            if publishing && self.0.is_none() {
+            if publishing(&m.method.to_string()) && self.0.is_none() {
                 self.0 = last_name(&m.receiver);
             }
             syn::visit::visit_expr_method_call(self, m);

@@ -2513,31 +2513,39 @@ fn shared_clone_of(e: &Expr) -> Option<String> {
 /// The expressions that are `e`'s value: `e` itself, or, through `if`, `match` and blocks, the
 /// value of each branch. Loops are left out: their value is what they `break` with.
 fn value_leaves(e: &Expr, out: &mut HashSet<*const Expr>, depth: usize) {
+    // A loop's value is its `break`s', which this set does not track.
+    each_value_leaf(e, depth, &mut |leaf| {
+        if !matches!(leaf, Expr::Loop(_) | Expr::While(_) | Expr::ForLoop(_)) {
+            out.insert(leaf as *const Expr);
+        }
+    });
+}
+
+/// The expressions a value can end as, looking through the `if`/`match` arms and blocks that
+/// decide it (a branch ending in a statement gives nothing); loops are handed out as leaves.
+fn each_value_leaf<'e>(e: &'e Expr, depth: usize, f: &mut dyn FnMut(&'e Expr)) {
     if depth > 64 {
         return;
     }
-    let tail = |b: &syn::Block, out: &mut HashSet<*const Expr>| {
+    let tail = |b: &'e syn::Block, f: &mut dyn FnMut(&'e Expr)| {
         if let Some(Stmt::Expr(x, None)) = b.stmts.last() {
-            value_leaves(x, out, depth + 1);
+            each_value_leaf(x, depth + 1, f);
         }
     };
     match e {
         Expr::If(i) => {
-            tail(&i.then_branch, out);
+            tail(&i.then_branch, f);
             if let Some((_, els)) = &i.else_branch {
-                value_leaves(els, out, depth + 1);
+                each_value_leaf(els, depth + 1, f);
             }
         }
         Expr::Match(m) => m
             .arms
             .iter()
-            .for_each(|a| value_leaves(&a.body, out, depth + 1)),
-        Expr::Block(b) => tail(&b.block, out),
-        Expr::Paren(p) => value_leaves(&p.expr, out, depth + 1),
-        Expr::Loop(_) | Expr::While(_) | Expr::ForLoop(_) => {}
-        other => {
-            out.insert(other as *const Expr);
-        }
+            .for_each(|a| each_value_leaf(&a.body, depth + 1, f)),
+        Expr::Block(b) => tail(&b.block, f),
+        Expr::Paren(p) => each_value_leaf(&p.expr, depth + 1, f),
+        other => f(other),
     }
 }
 
@@ -2602,10 +2610,8 @@ fn publishes(block: &syn::Block, params: &HashSet<String>) -> bool {
     }
     impl<'ast> Visit<'ast> for Sends<'_> {
         fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
-            let publishing = matches!(
-                m.method.to_string().as_str(),
-                "send" | "send_replace" | "send_modify" | "try_send" | "store" | "swap" | "set"
-            );
+            let name = m.method.to_string();
+            let publishing = super::failure::publishing(&name) || name == "set";
             self.found |=
                 publishing && chain_root(&m.receiver).is_some_and(|r| self.params.contains(&r));
             syn::visit::visit_expr_method_call(self, m);
@@ -2902,25 +2908,18 @@ fn value_idents(e: &Expr) -> HashSet<String> {
 /// The names an expression's value can be made of, looking through the branches that decide
 /// it: an `if` or `match` whose blocks end in statements is `()`, whatever they used.
 fn ends_with(e: &Expr) -> HashSet<String> {
-    let block = |b: &syn::Block| match b.stmts.last() {
-        Some(Stmt::Expr(x, None)) => ends_with(x),
-        _ => HashSet::new(),
-    };
-    match e {
-        Expr::If(i) => {
-            let mut out = block(&i.then_branch);
-            if let Some((_, els)) = &i.else_branch {
-                out.extend(ends_with(els));
+    let mut out = HashSet::new();
+    each_value_leaf(e, 0, &mut |leaf| match leaf {
+        Expr::Unsafe(b) => {
+            if let Some(Stmt::Expr(x, None)) = b.block.stmts.last() {
+                out.extend(ends_with(x));
             }
-            out
         }
-        Expr::Match(m) => m.arms.iter().flat_map(|a| ends_with(&a.body)).collect(),
-        Expr::Block(b) => block(&b.block),
-        Expr::Unsafe(b) => block(&b.block),
-        Expr::Loop(l) => loop_exits(l).values,
-        Expr::While(_) | Expr::ForLoop(_) => HashSet::new(),
-        other => idents_in(other),
-    }
+        Expr::Loop(l) => out.extend(loop_exits(l).values),
+        Expr::While(_) | Expr::ForLoop(_) => {}
+        other => out.extend(idents_in(other)),
+    });
+    out
 }
 
 /// The `break`s that leave a `loop` (unlabelled at its own level, or labelled), not counting
