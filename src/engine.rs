@@ -930,7 +930,12 @@ impl Phase<'_> {
             .filter(|n| !packs.names_library(n))
             .map(str::to_string);
         if stack.contains(root) {
-            return Some(Arc::new(CrateView::new(own, own_name, Vec::new())));
+            return Some(Arc::new(CrateView::new(
+                own,
+                own_name,
+                Vec::new(),
+                self.graph.features(root),
+            )));
         }
         stack.push(root.clone());
         let deps = self
@@ -940,7 +945,12 @@ impl Phase<'_> {
             .filter_map(|(name, d)| Some((name.clone(), self.view_of(d, tables, built, stack)?)))
             .collect();
         stack.pop();
-        let view = Arc::new(CrateView::new(own, own_name, deps));
+        let view = Arc::new(CrateView::new(
+            own,
+            own_name,
+            deps,
+            self.graph.features(root),
+        ));
         built.insert(root.clone(), view.clone());
         Some(view)
     }

@@ -230,6 +230,38 @@ fn migration_helpers_take_the_migrators_lock() {
 }
 
 #[test]
+fn a_migrator_built_for_sqlite_alone_takes_no_lock() {
+    let outcome = engine::check(&settings(vec![PathBuf::from(
+        "fixtures/shapes/sqlite-backends",
+    )]))
+    .expect("runs");
+    let at = |file: &str| {
+        outcome
+            .report
+            .sites
+            .iter()
+            .filter(|s| s.path.ends_with(file))
+            .map(|s| s.line)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        at("cache/src/lib.rs"),
+        Vec::<usize>::new(),
+        "sqlx for SQLite alone"
+    );
+    assert_eq!(
+        at("ledger/src/lib.rs"),
+        [14],
+        "PostgreSQL through the workspace's entry"
+    );
+    assert_eq!(
+        at("app/src/main.rs"),
+        [8],
+        "no backend named: not known, kept"
+    );
+}
+
+#[test]
 fn a_workspace_is_one_program() {
     let outcome =
         engine::check(&settings(vec![PathBuf::from("fixtures/workspace")])).expect("runs");

@@ -26,6 +26,11 @@ pub struct CrateGraph {
     deps: HashMap<Arc<Path>, Vec<(String, Arc<Path>)>>,
     /// Per crate root: the analysed crates that depend on it.
     dependents: HashMap<Arc<Path>, Vec<Arc<Path>>>,
+    /// Per crate root: the features its manifest enables on each dependency, by package name
+    /// (its own entries and, for `workspace = true`, the workspace's), sorted. A dependency
+    /// listed without features has an empty list: what it gets from defaults or from feature
+    /// unification elsewhere is not known here.
+    features: HashMap<Arc<Path>, Arc<BTreeMap<String, Vec<String>>>>,
 }
 
 /// What one manifest says, before dependencies are matched to crate roots.
@@ -35,6 +40,8 @@ struct Manifest {
     lib: Option<String>,
     /// (name in code, how to find it)
     deps: Vec<(String, DepSource)>,
+    /// (package, features written at the entry, `workspace = true`)
+    features: Vec<(String, Vec<String>, bool)>,
 }
 
 #[derive(Debug, Clone)]
@@ -67,6 +74,23 @@ impl CrateGraph {
         }
         for (root, m) in &manifests {
             let ws = workspace_of(root, &mut workspaces);
+            let mut features: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            for (package, own, inherited) in &m.features {
+                // `dep = { workspace = true }` is the workspace's entry under that key, which may
+                // itself rename a package.
+                let shared = ws
+                    .filter(|_| *inherited)
+                    .and_then(|w| w.features.get(package));
+                let name = shared.map_or(package, |(p, _)| p);
+                let list = features.entry(name.clone()).or_default();
+                list.extend(own.iter().cloned());
+                list.extend(shared.into_iter().flat_map(|(_, f)| f.iter().cloned()));
+            }
+            for list in features.values_mut() {
+                list.sort();
+                list.dedup();
+            }
+            graph.features.insert(root.clone(), Arc::new(features));
             let mut edges = Vec::new();
             for (name, source) in &m.deps {
                 let target = match source {
@@ -104,6 +128,11 @@ impl CrateGraph {
     /// The name a crate's own tests and examples use for it.
     pub fn own_name(&self, root: &Path) -> Option<&str> {
         self.names.get(root).map(String::as_str)
+    }
+
+    /// The features the crate's manifest enables on each dependency, by package name.
+    pub fn features(&self, root: &Path) -> Arc<BTreeMap<String, Vec<String>>> {
+        self.features.get(root).cloned().unwrap_or_default()
     }
 
     pub fn deps(&self, root: &Path) -> &[(String, Arc<Path>)] {
@@ -165,6 +194,7 @@ impl Manifest {
             .and_then(|n| n.as_str())
             .map(str::to_string);
         let mut deps = Vec::new();
+        let mut features = Vec::new();
         let mut tables: Vec<&toml::Table> =
             ["dependencies", "dev-dependencies", "build-dependencies"]
                 .iter()
@@ -187,13 +217,14 @@ impl Manifest {
                     .and_then(|p| p.as_str())
                     .unwrap_or(key)
                     .to_string();
-                let source = if let Some(p) = spec.get("path").and_then(|p| p.as_str()) {
-                    DepSource::Path(PathBuf::from(p))
-                } else if spec
+                let inherited = spec
                     .get("workspace")
                     .and_then(|w| w.as_bool())
-                    .unwrap_or(false)
-                {
+                    .unwrap_or(false);
+                features.push((package.clone(), feature_list(spec), inherited));
+                let source = if let Some(p) = spec.get("path").and_then(|p| p.as_str()) {
+                    DepSource::Path(PathBuf::from(p))
+                } else if inherited {
                     DepSource::Workspace(key.clone())
                 } else {
                     DepSource::Package(package)
@@ -201,7 +232,12 @@ impl Manifest {
                 deps.push((name, source));
             }
         }
-        Manifest { package, lib, deps }
+        Manifest {
+            package,
+            lib,
+            deps,
+            features,
+        }
     }
 
     fn lib_name(&self) -> Option<String> {
@@ -212,11 +248,24 @@ impl Manifest {
     }
 }
 
-/// A workspace root's `[workspace.dependencies]` paths, by key (resolved, normalized).
+/// `features = [..]` of a dependency entry (none for `dep = "1"`).
+fn feature_list(spec: &toml::Value) -> Vec<String> {
+    spec.get("features")
+        .and_then(|f| f.as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f.as_str().map(str::to_string))
+        .collect()
+}
+
+/// A workspace root's `[workspace.dependencies]`: paths by key (resolved, normalized) and the
+/// features each entry enables, by package name.
 #[derive(Debug)]
 struct Workspace {
     root: PathBuf,
     deps: HashMap<String, PathBuf>,
+    /// By key: (package, features).
+    features: HashMap<String, (String, Vec<String>)>,
 }
 
 /// The nearest manifest at or above `root` with a `[workspace]` table.
@@ -235,21 +284,24 @@ fn workspace_of<'w>(
         }
         let ws = read_table(&d.join("Cargo.toml")).and_then(|t| {
             let w = t.get("workspace")?.as_table()?;
-            let deps = w
-                .get("dependencies")
-                .and_then(|v| v.as_table())
-                .map(|deps| {
-                    deps.iter()
-                        .filter_map(|(k, spec)| {
-                            let p = spec.get("path")?.as_str()?;
-                            Some((k.clone(), normalize(&d.join(p))))
-                        })
-                        .collect()
+            let table = w.get("dependencies").and_then(|v| v.as_table());
+            let entries = || table.into_iter().flatten();
+            let deps = entries()
+                .filter_map(|(k, spec)| {
+                    let p = spec.get("path")?.as_str()?;
+                    Some((k.clone(), normalize(&d.join(p))))
                 })
-                .unwrap_or_default();
+                .collect();
+            let features = entries()
+                .map(|(k, spec)| {
+                    let package = spec.get("package").and_then(|p| p.as_str()).unwrap_or(k);
+                    (k.clone(), (package.to_string(), feature_list(spec)))
+                })
+                .collect();
             Some(Workspace {
                 root: d.to_path_buf(),
                 deps,
+                features,
             })
         });
         let is_ws = ws.is_some();
@@ -353,6 +405,42 @@ mod tests {
         assert_eq!(g.own_name(&root("crates/infra")), Some("infra"));
         assert_eq!(g.dependents(&root("crates/infra")).len(), 2);
         assert_eq!(g.components(&roots).len(), 1);
+    }
+
+    #[test]
+    fn dependency_features_merge_own_and_workspace_entries() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        write(
+            d,
+            "Cargo.toml",
+            "[workspace]\nmembers = [\"a\", \"b\"]\n[workspace.dependencies]\ndb = { package = \"sqlx\", version = \"0.8\", features = [\"postgres\"] }\n",
+        );
+        write(
+            d,
+            "a/Cargo.toml",
+            "[package]\nname = \"a\"\n[dependencies]\ndb = { workspace = true, features = [\"migrate\"] }\n[dev-dependencies]\nsqlx = { version = \"0.8\", features = [\"sqlite\"] }\n",
+        );
+        write(
+            d,
+            "b/Cargo.toml",
+            "[package]\nname = \"b\"\n[dependencies]\nsqlx = \"0.8\"\n",
+        );
+        let roots: Vec<Arc<Path>> = ["a", "b"]
+            .iter()
+            .map(|r| Arc::from(d.join(r).as_path()))
+            .collect();
+        let g = CrateGraph::build(&roots);
+        // The renamed workspace entry is sqlx; a dev-dependency's features unify with it.
+        assert_eq!(
+            g.features(&roots[0]).get("sqlx").map(Vec::as_slice),
+            Some(&["migrate", "postgres", "sqlite"].map(String::from)[..])
+        );
+        assert_eq!(
+            g.features(&roots[1]).get("sqlx").map(Vec::len),
+            Some(0),
+            "listed without features"
+        );
     }
 
     #[test]

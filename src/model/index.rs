@@ -1259,6 +1259,8 @@ pub struct CrateView {
     own: Arc<CrateIndex>,
     own_name: Option<String>,
     deps: Vec<(String, Arc<CrateView>)>,
+    /// The features the crate's manifest enables on each registry dependency, by package name.
+    features: Arc<std::collections::BTreeMap<String, Vec<String>>>,
 }
 
 /// `crate::x` as seen from a crate that names it `dep`.
@@ -1297,12 +1299,22 @@ impl CrateView {
         own: Arc<CrateIndex>,
         own_name: Option<String>,
         deps: Vec<(String, Arc<CrateView>)>,
+        features: Arc<std::collections::BTreeMap<String, Vec<String>>>,
     ) -> CrateView {
         CrateView {
             own,
             own_name,
             deps,
+            features,
         }
+    }
+
+    /// Does the manifest build `b.dependency` only with backends that take no lock (some of
+    /// `b.features`, none of `b.locking`)?
+    pub fn lockless_backend(&self, b: &crate::packs::LocklessBackend) -> bool {
+        self.features.get(&b.dependency).is_some_and(|on| {
+            on.iter().any(|f| b.features.contains(f)) && !on.iter().any(|f| b.locking.contains(f))
+        })
     }
 
     pub fn own(&self) -> Arc<CrateIndex> {

@@ -225,6 +225,18 @@ impl OneOrMany {
     }
 }
 
+/// Which of a dependency's features build it without the lock (see `CallDef::lockless_backend`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LocklessBackend {
+    /// The package, as a manifest names it (`sqlx`).
+    pub dependency: String,
+    /// Features whose backend takes no lock (`sqlite`).
+    pub features: Vec<String>,
+    /// Features whose backend takes one (`postgres`, `mysql`).
+    pub locking: Vec<String>,
+}
+
 /// A switch on the receiver that turns the lock off (`set_locking(false)`).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -302,6 +314,11 @@ pub struct CallDef {
     /// (its path or a type argument, by last segment): sqlx's `Migrator::run` on SQLite takes none.
     #[serde(default)]
     pub not_on_types: Vec<String>,
+    /// The call is no lock in a crate whose manifest enables, on this dependency, some of
+    /// `features` and none of `locking` (sqlx built for SQLite alone: its migrator locks nothing).
+    /// A dependency whose features the manifests do not say keeps the call.
+    #[serde(default)]
+    pub lockless_backend: Option<LocklessBackend>,
     /// The argument holding the object written (a `json!` literal or a struct, followed through
     /// locals), read by `when-fields` and `fields-unknown`.
     #[serde(default)]
@@ -462,6 +479,7 @@ impl CallDef {
             arity: Some(w.arity),
             type_arg: None,
             not_on_types: Vec::new(),
+            lockless_backend: None,
             fields_arg: None,
             when_fields: Vec::new(),
             fields_unknown: false,
@@ -674,6 +692,14 @@ impl Pack {
             if c.not_on_types.is_empty() != c.type_arg.is_none() {
                 return Err(bad(format!(
                     "{at}has one of `type-arg` and `not-on-types` without the other"
+                )));
+            }
+            if c.lockless_backend
+                .as_ref()
+                .is_some_and(|b| b.dependency.is_empty() || b.features.is_empty())
+            {
+                return Err(bad(format!(
+                    "{at}has a `lockless-backend` without a dependency or features"
                 )));
             }
             if (!c.when_fields.is_empty() || c.fields_unknown) && c.fields_arg.is_none() {

@@ -507,6 +507,13 @@ fn options_match(w: &Walker<'_, '_>, pack: usize, def: &CallDef, args: &[&Expr])
     {
         return false;
     }
+    if def
+        .lockless_backend
+        .as_ref()
+        .is_some_and(|b| w.cx.index.lockless_backend(b))
+    {
+        return false;
+    }
     if let Some(i) = def.fields_arg {
         let Some(arg) = args.get(i) else { return false };
         // The caller's object: this call is judged where the function is called.
