@@ -426,9 +426,19 @@ fn apply(mut s: State, outward: &[&Expr]) -> Step {
                                 ),
                                 _ => false,
                             };
+                        // `timeout(d, acquire()).await.unwrap_or_else(|_| Err(..))`: the outer
+                        // failure becomes the inner one, still there to be matched.
+                        let into_inner_err = s.layers.len() > 1
+                            && match name.as_str() {
+                                "unwrap_or" => m.args.first().is_some_and(yields_err),
+                                "unwrap_or_else" => m.args.first().is_some_and(
+                                    |a| matches!(a, Expr::Closure(c) if yields_err(&c.body)),
+                                ),
+                                _ => false,
+                            };
                         if keeps_failure && bool_now {
                             // Still the same boolean.
-                        } else if diverging_closure || keeps_failure {
+                        } else if diverging_closure || keeps_failure || into_inner_err {
                             s.layers.remove(0);
                         } else {
                             return Step::Done(Failure::Ignored {
@@ -450,6 +460,20 @@ fn apply(mut s: State, outward: &[&Expr]) -> Step {
         }
     }
     Step::Go(s)
+}
+
+/// `Err(..)`, or a block whose value is one.
+fn yields_err(e: &Expr) -> bool {
+    match e {
+        Expr::Call(c) => {
+            matches!(&*c.func, Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "Err"))
+        }
+        Expr::Block(b) => {
+            matches!(b.block.stmts.last(), Some(Stmt::Expr(x, None)) if yields_err(x))
+        }
+        Expr::Paren(p) => yields_err(&p.expr),
+        _ => false,
+    }
 }
 
 /// `false`, or a block whose value is `false`.
@@ -618,6 +642,9 @@ fn macro_is_work(m: &syn::Macro) -> bool {
 }
 
 fn expr_is_work(e: &Expr) -> bool {
+    if is_cleanup(e) {
+        return false;
+    }
     match e {
         Expr::Macro(m) => macro_is_work(&m.mac),
         Expr::Block(b) => has_work(&b.block.stmts),
@@ -634,7 +661,58 @@ fn expr_is_work(e: &Expr) -> bool {
             !ctor || c.args.iter().any(expr_is_work)
         }
         Expr::Path(_) | Expr::Lit(_) | Expr::Tuple(_) => false,
+        // `if self.renew_deadline_exceeded() { return Err(..) }`: a guard that leaves, no work
+        // unless its test awaits something.
+        Expr::If(i) => {
+            !(i.else_branch.is_none() && diverges_block(&i.then_branch) && !awaits(&i.cond))
+        }
         _ => true,
+    }
+}
+
+/// Does the expression await anything (outside closures and async blocks of its own)?
+fn awaits(e: &Expr) -> bool {
+    struct Finder(bool);
+    impl<'ast> syn::visit::Visit<'ast> for Finder {
+        fn visit_expr_await(&mut self, _: &'ast syn::ExprAwait) {
+            self.0 = true;
+        }
+        fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+        fn visit_expr_async(&mut self, _: &'ast syn::ExprAsync) {}
+    }
+    let mut f = Finder(false);
+    syn::visit::Visit::visit_expr(&mut f, e);
+    f.0
+}
+
+/// Giving back what the attempt took (`lease_client.revoke(id).await`, `drop(guard)`,
+/// `mgr.unlock(&l).await.ok()`): ending the round, not work done without the lock.
+fn is_cleanup(e: &Expr) -> bool {
+    const GIVE_BACK: &[&str] = &[
+        "revoke",
+        "release",
+        "unlock",
+        "resign",
+        "release_lock",
+        "unlock_lock",
+        "drop",
+    ];
+    match e {
+        Expr::Await(a) => is_cleanup(&a.base),
+        Expr::Try(t) => is_cleanup(&t.expr),
+        Expr::Paren(p) => is_cleanup(&p.expr),
+        Expr::MethodCall(m)
+            if matches!(
+                m.method.to_string().as_str(),
+                "ok" | "unwrap_or_default" | "unwrap_or" | "map_err" | "context" | "expect"
+            ) =>
+        {
+            is_cleanup(&m.receiver)
+        }
+        Expr::MethodCall(m) => GIVE_BACK.contains(&m.method.to_string().as_str()),
+        Expr::Call(c) => matches!(&*c.func, Expr::Path(p)
+            if p.path.segments.last().is_some_and(|s| GIVE_BACK.contains(&s.ident.to_string().as_str()))),
+        _ => false,
     }
 }
 

@@ -212,9 +212,25 @@ fn block(b: &syn::Block, env: &dyn Lookup, depth: usize, out: &mut Fields) -> Op
     }
 }
 
-/// `""`, `None`, `Default::default()`, `String::new()` clear a field.
+/// `""`, `None`, `Default::default()`, `String::new()` clear a field, also inside `Some(..)` and
+/// through a conversion (`Some(String::new())`, `"".to_string()`, `String::from("")`).
 fn value(e: &Expr) -> Written {
     match e {
+        Expr::Call(c)
+            if c.args.len() == 1
+                && matches!(&*c.func, Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "Some" || s.ident == "from")) =>
+        {
+            value(&c.args[0])
+        }
+        Expr::MethodCall(m)
+            if m.args.is_empty()
+                && matches!(
+                    m.method.to_string().as_str(),
+                    "to_string" | "to_owned" | "into"
+                ) =>
+        {
+            value(&m.receiver)
+        }
         Expr::Lit(syn::ExprLit {
             lit: syn::Lit::Str(s),
             ..

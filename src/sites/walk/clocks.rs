@@ -23,7 +23,8 @@ fn expiry_like(names: &HashSet<String>, extra: Option<&str>) -> bool {
 }
 
 impl Clocks<'_, '_, '_> {
-    /// `SystemTime::now()`, `Utc::now()`, `Local::now()`, `OffsetDateTime::now_utc()`.
+    /// `SystemTime::now()`, `Utc::now()`, `Local::now()`, `OffsetDateTime::now_utc()`, jiff's
+    /// `Timestamp::now()` and `Zoned::now()`.
     fn wall_clock(&self, e: &Expr) -> Option<(Span, String)> {
         match e {
             Expr::Call(c) if c.args.is_empty() => {
@@ -36,6 +37,8 @@ impl Clocks<'_, '_, '_> {
                     ("SystemTime", "now")
                         | ("Utc" | "Local", "now")
                         | ("OffsetDateTime", "now_utc" | "now_local")
+                        // jiff (also as `k8s_openapi::jiff`)
+                        | ("Timestamp" | "Zoned", "now")
                 );
                 if hit {
                     return Some((Span::of(e), format!("{t}::{f}()")));
@@ -48,6 +51,10 @@ impl Clocks<'_, '_, '_> {
                     .then(|| (Span::of(e), format!("{f}() (reads the wall clock)")))
             }
             Expr::Paren(p) => self.wall_clock(&p.expr),
+            // `Timestamp::now().as_second() - t.as_second() > ttl`: the reading inside arithmetic.
+            Expr::Binary(b) if matches!(b.op, syn::BinOp::Add(_) | syn::BinOp::Sub(_)) => self
+                .wall_clock(&b.left)
+                .or_else(|| self.wall_clock(&b.right)),
             Expr::MethodCall(m) => self.wall_clock(&m.receiver),
             Expr::Try(t) => self.wall_clock(&t.expr),
             _ => None,
