@@ -57,8 +57,16 @@ pub struct UncheckedRenewal;
 /// Is the event's key a lock's key? A literal key used by a lock anywhere in the file, a key
 /// expression written the same as a lock's in the same function, or a key whose text says `lock`.
 pub(crate) fn lock_key(view: &FileView<'_>, e: &Event) -> bool {
+    lock_key_among(view.sites.iter().map(|c| &c.site), e)
+}
+
+/// [`lock_key`] over a file's sites before they are classified.
+pub(crate) fn lock_key_among<'s>(
+    mut sites: impl Iterator<Item = &'s crate::sites::Site>,
+    e: &Event,
+) -> bool {
     let Some(key) = &e.key else { return false };
-    key.to_ascii_lowercase().contains("lock") || view.sites.iter().any(|c| same_key(&c.site, e))
+    key.to_ascii_lowercase().contains("lock") || sites.any(|s| same_key(s, e))
 }
 
 /// The event acts on the site's key: the same literal, or the same expression in the same

@@ -415,17 +415,25 @@ fn apply(mut s: State, outward: &[&Expr]) -> Step {
                         // failure still reads as "not acquired", and the boolean is what counts.
                         // (The packs model `pg_try_advisory_lock`'s reply as a bool; sqlx's
                         // checked macros give `Option<bool>`.)
+                        let false_default = match name.as_str() {
+                            "unwrap_or" => m.args.first().is_some_and(is_false),
+                            "unwrap_or_else" => m.args.first().is_some_and(
+                                |a| matches!(a, Expr::Closure(c) if is_false(&c.body)),
+                            ),
+                            _ => false,
+                        };
+                        // `Result<Option<_>>` given a `false` default can only have been decoded
+                        // as `Result<bool>` (redis-rs decodes to the type asked for).
+                        if false_default
+                            && s.layers[0] == Layer::Result
+                            && s.layers.get(1) == Some(&Layer::Option)
+                        {
+                            s.layers[1] = Layer::Bool;
+                        }
                         let bool_now = s.layers[0] == Layer::Bool;
                         let keeps_failure = (bool_now || s.layers.get(1) == Some(&Layer::Bool))
-                            && match name.as_str() {
-                                "unwrap_or_default" => true,
-                                "unwrap_or" => m.args.first().is_some_and(is_false),
-                                // `.unwrap_or_else(|e| { warn!(..); false })`: "not acquired".
-                                "unwrap_or_else" => m.args.first().is_some_and(
-                                    |a| matches!(a, Expr::Closure(c) if is_false(&c.body)),
-                                ),
-                                _ => false,
-                            };
+                            // `.unwrap_or_else(|e| { warn!(..); false })`: "not acquired".
+                            && (name == "unwrap_or_default" || false_default);
                         // `timeout(d, acquire()).await.unwrap_or_else(|_| Err(..))`: the outer
                         // failure becomes the inner one, still there to be matched.
                         let into_inner_err = s.layers.len() > 1

@@ -308,7 +308,27 @@ impl FileFacts {
             out.wrappers.append(&mut p.wrappers);
             out.too_deep |= p.too_deep;
         }
+        out.settle_release_helpers();
         out
+    }
+
+    /// A release helper whose own blind delete is reported where it is (its key is plainly a
+    /// lock's in this file: `DEL format!("lock:{id}")`) is not judged again at each of its calls:
+    /// one defect, one finding, at the line to fix. A helper deleting whatever key its caller
+    /// passes is still judged at the calls, where the key is known to be a lock's.
+    fn settle_release_helpers(&mut self) {
+        use crate::packs::CallKind;
+        for w in &mut self.wrappers {
+            if w.kind != CallKind::Release || w.owner_checked {
+                continue;
+            }
+            w.owner_checked = self.events.iter().any(|e| {
+                e.kind == CallKind::Release
+                    && !e.owner_checked
+                    && e.function == w.via
+                    && crate::lints::unchecked_renewal::lock_key_among(self.sites.iter(), e)
+            });
+        }
     }
 }
 
