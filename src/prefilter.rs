@@ -168,6 +168,13 @@ pub fn pack_triggers(packs: &PackSet) -> Vec<(String, Where)> {
                 (other, Where::Literal),
             ]
         }));
+        // A lease row is written in SQL text naming its holder column (`locked_by`).
+        out.extend(
+            pack.lease_table
+                .iter()
+                .flat_map(|l| l.triggers.iter())
+                .map(|t| (t.clone(), Where::Literal)),
+        );
         out.extend(
             pack.pack
                 .sql_calls

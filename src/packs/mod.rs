@@ -28,6 +28,22 @@ pub struct Pack {
     pub commands: Vec<CommandDef>,
     #[serde(default)]
     pub sql: Vec<SqlDef>,
+    /// Locks kept as rows of an ordinary table, read from the SQL that claims them.
+    #[serde(default, rename = "lease-table")]
+    pub lease_table: Option<LeaseTable>,
+}
+
+/// The vocabulary of lease rows (`sites::lease_sql`): which columns hold the holder and the
+/// expiry (a column name containing one of the words, lower case), which table names are lock
+/// tables (for a `DELETE`), and the column names that make a file worth parsing.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LeaseTable {
+    pub holder_columns: Vec<String>,
+    pub expiry_columns: Vec<String>,
+    pub table_words: Vec<String>,
+    #[serde(default)]
+    pub triggers: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -824,6 +840,8 @@ pub struct PackSet {
     pub pipeline_builders: HashMap<String, Vec<usize>>,
     /// Lower-case SQL function name -> (pack, index into its `sql`).
     pub sql_functions: HashMap<String, (usize, usize)>,
+    /// The pack describing lease rows, if any.
+    pub lease_table: Option<usize>,
     /// Names of calls that run SQL text.
     pub sql_calls: HashMap<String, usize>,
     /// Last segments of the functions that wrap SQL text into a statement.
@@ -917,6 +935,9 @@ impl PackSet {
                 for b in &pack.pack.pipeline_builders {
                     set.pipeline_builders.entry(b.clone()).or_default().push(pi);
                 }
+            }
+            if pack.lease_table.is_some() {
+                set.lease_table.get_or_insert(pi);
             }
             for (si, s) in pack.sql.iter().enumerate() {
                 set.sql_functions

@@ -678,6 +678,22 @@ fn expr_is_work(e: &Expr) -> bool {
     }
 }
 
+/// Does the block await anything (outside closures and async blocks of its own)?
+pub(super) fn block_awaits(b: &syn::Block) -> bool {
+    b.stmts.iter().any(|s| match s {
+        Stmt::Local(l) => l
+            .init
+            .as_ref()
+            .is_some_and(|i| awaits(&i.expr) || i.diverge.as_ref().is_some_and(|(_, e)| awaits(e))),
+        Stmt::Expr(e, _) => awaits(e),
+        Stmt::Macro(m) => matches!(
+            macro_name(&m.mac).as_str(),
+            "join" | "try_join" | "select" | "select_biased"
+        ),
+        Stmt::Item(_) => false,
+    })
+}
+
 /// Does the expression await anything (outside closures and async blocks of its own)?
 fn awaits(e: &Expr) -> bool {
     struct Finder(bool);
@@ -687,6 +703,13 @@ fn awaits(e: &Expr) -> bool {
         }
         fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
         fn visit_expr_async(&mut self, _: &'ast syn::ExprAsync) {}
+        // `join!`, `select!` await what they are given.
+        fn visit_macro(&mut self, m: &'ast syn::Macro) {
+            self.0 |= matches!(
+                macro_name(m).as_str(),
+                "join" | "try_join" | "select" | "select_biased"
+            );
+        }
     }
     let mut f = Finder(false);
     syn::visit::Visit::visit_expr(&mut f, e);

@@ -1934,7 +1934,9 @@ fn sql_match<'a>(
             best.get_or_insert((pi, si));
         }
     }
-    let (pi, si) = best?;
+    let Some((pi, si)) = best else {
+        return lease_match(w, text, span);
+    };
     let def = &w.cx.packs.packs[pi].sql[si];
     let pack = &w.cx.packs.packs[pi].pack;
     let fencing = match def.scope {
@@ -1969,6 +1971,26 @@ fn sql_match<'a>(
         ),
         sql: true,
         ..Matched::plain(pi, def.function.clone(), kind, span)
+    })
+}
+
+/// A lease row claimed, renewed or released by the statement (`sites::lease_sql`): a lock with
+/// an expiry whose length the SQL computes, kept in the table (not in the session: no pool or
+/// connection concerns), whose claim answers in the rows it touched.
+fn lease_match<'a>(w: &Walker<'a, '_>, text: &str, span: Span) -> Option<Matched<'a>> {
+    let pi = w.cx.packs.lease_table?;
+    let vocab = w.cx.packs.packs[pi].lease_table.as_ref()?;
+    let op = super::lease_sql::lease_op(text, vocab)?;
+    let api = match op {
+        super::lease_sql::LeaseOp::Claim => "lease row claim",
+        super::lease_sql::LeaseOp::Renew => "lease row renewal",
+        super::lease_sql::LeaseOp::Release => "lease row release",
+    };
+    Some(Matched {
+        ttl: Ttl::Unknown,
+        // A renewal or release that tests the holder column is owner-checked by construction.
+        owner_checked: true,
+        ..Matched::plain(pi, api.to_string(), op.kind(), span)
     })
 }
 

@@ -5,6 +5,7 @@
 mod command;
 mod failure;
 mod fields;
+mod lease_sql;
 mod matchers;
 mod pipeline;
 mod span;
