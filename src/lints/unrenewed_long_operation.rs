@@ -31,6 +31,8 @@ use crate::sites::Ttl;
 ///
 /// ## Known limits
 /// Only loops, sleeps and configured calls count as long; an unbounded `await` on I/O does not.
+/// In an async function, a `for` loop that awaits nothing (rows mapped into values) counts as
+/// short, although a CPU-bound or blocking one can outlast a TTL too.
 /// A TTL over `long-deadline`'s limit is left to that rule: a lock held for a day was sized to
 /// outlast its work, and shortening it is the first fix.
 pub struct UnrenewedLongOperation;
