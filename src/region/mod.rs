@@ -574,10 +574,15 @@ mod tests {
         );
         assert_eq!(r.leaks.len(), 1, "{r:?}");
         let r = one(
-            "let l = mgr.lock(\"k\", D).await?; for i in xs { if i { break; } } mgr.unlock(&l).await; Ok(())",
+            "let l = mgr.lock(\"k\", D).await?; for i in xs { if i { break; } step(i).await; } mgr.unlock(&l).await; Ok(())",
         );
         assert!(r.leaks.is_empty(), "{r:?}");
         assert!(r.long_work.is_some(), "the inner loop is long work");
+        // A loop that awaits nothing only computes (in an async function).
+        let r = one(
+            "let l = mgr.lock(\"k\", D).await?; for i in xs { if i { break; } } mgr.unlock(&l).await; Ok(())",
+        );
+        assert!(r.long_work.is_none(), "{r:?}");
     }
 
     #[test]

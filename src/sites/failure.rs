@@ -276,11 +276,40 @@ fn stale_publication(arms: &[syn::Arm], variant: Option<&str>) -> Option<String>
         return None;
     }
     let target = success.iter().find_map(|a| published_through(&a.body))?;
+    // A channel made in this round (`let (tx, rx) = oneshot::channel()` in the success arm)
+    // lives and dies with the round: nothing stale is left for a failed one.
+    if success.iter().any(|a| declares(&a.body, &target)) {
+        return None;
+    }
     let stays = |a: &&syn::Arm| !leaves_round(&a.body);
     failure
         .iter()
         .all(|a| stays(a) && !mentions(&a.body, &target))
         .then_some(target)
+}
+
+/// Does a `let` in `e` bind `name`?
+fn declares(e: &Expr, name: &str) -> bool {
+    struct Find<'n>(&'n str, bool);
+    impl<'ast> syn::visit::Visit<'ast> for Find<'_> {
+        fn visit_pat_ident(&mut self, p: &'ast syn::PatIdent) {
+            self.1 |= p.ident == self.0;
+        }
+        fn visit_local(&mut self, l: &'ast syn::Local) {
+            self.visit_pat(&l.pat);
+            if let Some(init) = &l.init {
+                self.visit_expr(&init.expr);
+            }
+        }
+        fn visit_arm(&mut self, a: &'ast syn::Arm) {
+            self.visit_expr(&a.body);
+        }
+        fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let mut f = Find(name, false);
+    syn::visit::Visit::visit_expr(&mut f, e);
+    f.1
 }
 
 /// A method that tells others how things went: a channel's send, an atomic flag's store.
@@ -650,7 +679,7 @@ fn macro_is_work(m: &syn::Macro) -> bool {
 }
 
 fn expr_is_work(e: &Expr) -> bool {
-    if is_cleanup(e) {
+    if is_cleanup(e) || is_flag_update(e) {
         return false;
     }
     match e {
@@ -668,7 +697,15 @@ fn expr_is_work(e: &Expr) -> bool {
             let ctor = matches!(&*c.func, Expr::Path(p) if p.path.segments.last().is_some_and(|s| matches!(s.ident.to_string().as_str(), "Ok" | "Err" | "Some")));
             !ctor || c.args.iter().any(expr_is_work)
         }
-        Expr::Path(_) | Expr::Lit(_) | Expr::Tuple(_) => false,
+        Expr::Path(_) | Expr::Lit(_) | Expr::Tuple(_) | Expr::Field(_) => false,
+        Expr::Reference(r) => expr_is_work(&r.expr),
+        // `let mut rx = self.shutdown_rx.clone();`: a copy of a handle for the wait below.
+        Expr::MethodCall(m)
+            if m.args.is_empty()
+                && matches!(m.method.to_string().as_str(), "clone" | "to_owned") =>
+        {
+            expr_is_work(&m.receiver)
+        }
         // `if self.renew_deadline_exceeded() { return Err(..) }`: a guard that leaves, no work
         // unless its test awaits something.
         Expr::If(i) => {
@@ -714,6 +751,14 @@ fn awaits(e: &Expr) -> bool {
     let mut f = Finder(false);
     syn::visit::Visit::visit_expr(&mut f, e);
     f.0
+}
+
+/// An atomic flag of the receiver's own set or cleared (`self.acquiring.store(false, SeqCst)`):
+/// the attempt's bookkeeping, not work done with what it took.
+fn is_flag_update(e: &Expr) -> bool {
+    matches!(e, Expr::MethodCall(m)
+        if matches!(m.method.to_string().as_str(), "store" | "fetch_add" | "fetch_sub" | "swap")
+            && matches!(&*m.receiver, Expr::Field(f) if matches!(&*f.base, Expr::Path(p) if p.path.is_ident("self"))))
 }
 
 /// Giving back what the attempt took (`lease_client.revoke(id).await`, `drop(guard)`,

@@ -562,6 +562,7 @@ pub(super) fn works_after(body: &syn::Block, from: Pos, lock: &HashSet<String>) 
                         && let Some(last) = p.path.segments.last()
                         && !of_lock
                         && !PLUMBING_FNS.contains(&last.ident.to_string().as_str())
+                        && !records(&p.path)
                         && !last
                             .ident
                             .to_string()
@@ -682,6 +683,31 @@ const CONFIRMING: &[&str] = &[
     "start_heartbeat",
     "spawn_heartbeat",
 ];
+
+/// A free function that records the outcome (`crate::metrics::record_lock_acquired(id)`,
+/// `telemetry::inc_locks()`, `log_acquired(..)`): bookkeeping, not the work.
+fn records(path: &syn::Path) -> bool {
+    const MODULES: &[&str] = &[
+        "metrics",
+        "metric",
+        "telemetry",
+        "stats",
+        "statsd",
+        "prometheus",
+    ];
+    const VERBS: &[&str] = &["record_", "log_", "emit_", "observe_", "inc_", "increment_"];
+    let Some(last) = path.segments.last() else {
+        return false;
+    };
+    let name = last.ident.to_string();
+    VERBS.iter().any(|v| name.starts_with(v))
+        || path
+            .segments
+            .iter()
+            .rev()
+            .skip(1)
+            .any(|s| MODULES.contains(&s.ident.to_string().as_str()))
+}
 
 /// `self`, `&self`, `(*self)`.
 fn is_self(e: &Expr) -> bool {
