@@ -52,6 +52,11 @@ pub(crate) fn lease_op(text: &str, vocab: &LeaseTable) -> Option<LeaseOp> {
             .iter()
             .any(|(c, v)| pred(c) && (is_null(v) == cleared))
     };
+    // A row with this holder put into a lock table: taken unless the key's row exists (the
+    // unique key answers, through `ON CONFLICT DO NOTHING`'s rows or the insert's error).
+    if has("insert") && set(&holder, false) && table_is_lease(&sql, "into", vocab) {
+        return Some(LeaseOp::Claim);
+    }
     if set(&holder, false) && set(&expiry, false) {
         // Written together, and guarded by the old lease having run out (or by the row being
         // free, or by skipping rows another claimer holds): a claim.
@@ -264,6 +269,8 @@ mod tests {
         assert_eq!(lease_op(upsert, &v), Some(LeaseOp::Claim));
         let renew = "UPDATE leases SET expires_at = NOW() + INTERVAL '30 seconds' WHERE name = $1 AND holder = $2";
         assert_eq!(lease_op(renew, &v), Some(LeaseOp::Renew));
+        let insert = "INSERT INTO distributed_locks (identifier, owner, acquired_at) VALUES ($1, $2, $3) ON CONFLICT (identifier) DO NOTHING";
+        assert_eq!(lease_op(insert, &v), Some(LeaseOp::Claim));
         let release = "DELETE FROM leases WHERE name = $1 AND holder = $2";
         assert_eq!(lease_op(release, &v), Some(LeaseOp::Release));
         let clear = "UPDATE jobs SET locked_by = NULL, lock_expires_at = NULL WHERE id = $1 AND locked_by = $2";

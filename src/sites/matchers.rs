@@ -26,6 +26,8 @@ pub(super) struct Matched<'a> {
     pub span: Span,
     pub key: Option<&'a Expr>,
     pub ttl: Ttl,
+    /// A lease row's statement: keyed by its first bound parameter.
+    pub sql_lease: bool,
     pub fencing: Fencing,
     pub returns: Returns,
     /// Outward chain levels that belong to the call itself (a raw command's `.arg(..)`s).
@@ -77,6 +79,7 @@ impl<'a> Matched<'a> {
             span,
             key: None,
             ttl: Ttl::Implicit,
+            sql_lease: false,
             fencing: Fencing::None,
             returns: Returns::Result,
             consumed: 0,
@@ -157,8 +160,14 @@ pub(super) fn match_site<'a>(
             }
             if w.cx.packs.sql_calls.contains_key(&m.method.to_string()) {
                 // `pool.execute("SELECT pg_advisory_lock(1)")`: the receiver runs it.
-                return match_sql(w, &args, Span::of(&m.method), &m.method.to_string())
-                    .map(|found| on_pool(w, found, Some(&m.receiver)));
+                return match_sql(
+                    w,
+                    &args,
+                    outward,
+                    Span::of(&m.method),
+                    &m.method.to_string(),
+                )
+                .map(|found| on_pool(w, found, Some(&m.receiver)));
             }
             if w.cx
                 .packs
@@ -271,7 +280,7 @@ pub(super) fn match_site<'a>(
             }
             let last = path.rsplit("::").next().unwrap_or(&path);
             if w.cx.packs.sql_calls.contains_key(last) {
-                return match_sql(w, &args, name_span, last)
+                return match_sql(w, &args, outward, name_span, last)
                     .map(|found| on_pool(w, found, executor(outward)));
             }
             None
@@ -1640,6 +1649,7 @@ pub(super) fn flatten_args<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
 fn match_sql<'a>(
     w: &Walker<'a, '_>,
     args: &[&'a Expr],
+    outward: &[&'a Expr],
     call_span: Span,
     call_name: &str,
 ) -> Option<Matched<'a>> {
@@ -1652,7 +1662,10 @@ fn match_sql<'a>(
         };
         let mut found: Option<Matched<'a>> = None;
         for text in sql_texts(w, a, 0) {
-            if let Some(m) = sql_match(w, &text, span, call_name) {
+            if let Some(mut m) = sql_match(w, &text, span, call_name) {
+                if m.sql_lease {
+                    m.key = lease_key(args, outward);
+                }
                 // Of SQL chosen at run time, the acquisition is what the statement may do.
                 let acquires = m.kind.is_acquisition();
                 if found.is_none() || acquires {
@@ -1974,6 +1987,20 @@ fn sql_match<'a>(
     })
 }
 
+/// The value a lease statement is keyed by: its first bound parameter (`.bind(name)` on the
+/// way out, or the first of tokio-postgres's `&[&name, ..]`).
+fn lease_key<'a>(args: &[&'a Expr], outward: &[&'a Expr]) -> Option<&'a Expr> {
+    let bound = outward.iter().rev().find_map(|e| match e {
+        Expr::MethodCall(m) if m.method == "bind" => m.args.first(),
+        _ => None,
+    });
+    bound.or_else(|| {
+        let mut params = Vec::new();
+        flatten_args(args.get(1)?, &mut params);
+        params.first().copied()
+    })
+}
+
 /// A lease row claimed, renewed or released by the statement (`sites::lease_sql`): a lock with
 /// an expiry whose length the SQL computes, kept in the table (not in the session: no pool or
 /// connection concerns), whose claim answers in the rows it touched.
@@ -1988,6 +2015,7 @@ fn lease_match<'a>(w: &Walker<'a, '_>, text: &str, span: Span) -> Option<Matched
     };
     Some(Matched {
         ttl: Ttl::Unknown,
+        sql_lease: true,
         // A renewal or release that tests the holder column is owner-checked by construction.
         owner_checked: true,
         ..Matched::plain(pi, api.to_string(), op.kind(), span)
