@@ -292,6 +292,9 @@ pub struct FileFacts {
     /// String-like struct field initialisers of this file, by (struct name, field): SQL built in a
     /// constructor and run later through `self.field`.
     pub(crate) field_inits: summary::FieldInits,
+    /// Wall-clock readings in expiry helpers (`fn has_expired(..) -> bool`) of functions that
+    /// take no lock themselves: kept only if the file takes one.
+    pub(crate) helper_clocks: Vec<Clock>,
     /// The walk went deeper than it may (see `walk::MAX_WALK_DEPTH`): the facts are incomplete.
     pub too_deep: bool,
     /// How deep the walk is now.
@@ -307,7 +310,12 @@ impl FileFacts {
             out.events.append(&mut p.events);
             out.clocks.append(&mut p.clocks);
             out.wrappers.append(&mut p.wrappers);
+            out.helper_clocks.append(&mut p.helper_clocks);
             out.too_deep |= p.too_deep;
+        }
+        // Expiry helpers' clock readings matter where the file takes a lock.
+        if !out.sites.is_empty() {
+            out.clocks.append(&mut out.helper_clocks);
         }
         out.settle_release_helpers();
         out

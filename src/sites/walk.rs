@@ -1588,7 +1588,16 @@ impl<'a, 'c> Walker<'a, 'c> {
         }
         let has_lock_work = self.out.sites.len() > self.first_site || !self.events.is_empty();
         self.out.events.append(&mut self.events);
-        if has_lock_work {
+        // A helper that decides a lease's expiry (`fn has_expired(renewed, ttl) -> bool`) is
+        // looked at too; its readings count when the file takes a lock (FileFacts::merge).
+        let expiry_helper = !has_lock_work
+            && self
+                .info
+                .path
+                .rsplit("::")
+                .next()
+                .is_some_and(|n| n.to_ascii_lowercase().contains("expir"));
+        if has_lock_work || expiry_helper {
             let mut clocks = Clocks {
                 w: self,
                 found: Vec::new(),
@@ -1597,14 +1606,17 @@ impl<'a, 'c> Walker<'a, 'c> {
             clocks.visit_block(body);
             let found = clocks.found;
             let (line, function) = (self.info.sig_line, self.info.path.clone());
-            self.out
-                .clocks
-                .extend(found.into_iter().map(|(span, what)| Clock {
-                    span,
-                    what,
-                    fn_line: line,
-                    function: function.clone(),
-                }));
+            let into = if expiry_helper {
+                &mut self.out.helper_clocks
+            } else {
+                &mut self.out.clocks
+            };
+            into.extend(found.into_iter().map(|(span, what)| Clock {
+                span,
+                what,
+                fn_line: line,
+                function: function.clone(),
+            }));
         }
     }
 

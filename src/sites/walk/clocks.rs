@@ -127,6 +127,14 @@ impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
                 }
                 return;
             }
+            // `let elapsed = now.duration_since(renewed);`: a value derived from a clock
+            // reading by one of its methods is one too.
+            if let Expr::MethodCall(m) = &*init.expr
+                && let Some(n) = &name
+                && let Some((span, what)) = self.clock_in(&m.receiver)
+            {
+                self.lets.push((n.clone(), span, what));
+            }
             // `let expired = match stamp { Some(ts) => now > ts + ttl, None => true };`: a
             // name that says expiry, decided by comparing a clock reading somewhere inside.
             if name
