@@ -444,13 +444,17 @@ fn apply(mut s: State, outward: &[&Expr]) -> Step {
                         // failure still reads as "not acquired", and the boolean is what counts.
                         // (The packs model `pg_try_advisory_lock`'s reply as a bool; sqlx's
                         // checked macros give `Option<bool>`.)
-                        let false_default = match name.as_str() {
-                            "unwrap_or" => m.args.first().is_some_and(is_false),
-                            "unwrap_or_else" => m.args.first().is_some_and(
-                                |a| matches!(a, Expr::Closure(c) if is_false(&c.body)),
-                            ),
+                        // The default given: `unwrap_or(x)`'s argument, `unwrap_or_else`'s
+                        // closure's value.
+                        let default_is = |test: fn(&Expr) -> bool| match name.as_str() {
+                            "unwrap_or" => m.args.first().is_some_and(test),
+                            "unwrap_or_else" => m
+                                .args
+                                .first()
+                                .is_some_and(|a| matches!(a, Expr::Closure(c) if test(&c.body))),
                             _ => false,
                         };
+                        let false_default = default_is(is_false);
                         // `Result<Option<_>>` given a `false` default can only have been decoded
                         // as `Result<bool>` (redis-rs decodes to the type asked for).
                         if false_default
@@ -465,14 +469,7 @@ fn apply(mut s: State, outward: &[&Expr]) -> Step {
                             && (name == "unwrap_or_default" || false_default);
                         // `timeout(d, acquire()).await.unwrap_or_else(|_| Err(..))`: the outer
                         // failure becomes the inner one, still there to be matched.
-                        let into_inner_err = s.layers.len() > 1
-                            && match name.as_str() {
-                                "unwrap_or" => m.args.first().is_some_and(yields_err),
-                                "unwrap_or_else" => m.args.first().is_some_and(
-                                    |a| matches!(a, Expr::Closure(c) if yields_err(&c.body)),
-                                ),
-                                _ => false,
-                            };
+                        let into_inner_err = s.layers.len() > 1 && default_is(yields_err);
                         if keeps_failure && bool_now {
                             // Still the same boolean.
                         } else if diverging_closure || keeps_failure || into_inner_err {
@@ -717,40 +714,34 @@ fn expr_is_work(e: &Expr) -> bool {
 
 /// Does the block await anything (outside closures and async blocks of its own)?
 pub(super) fn block_awaits(b: &syn::Block) -> bool {
-    b.stmts.iter().any(|s| match s {
-        Stmt::Local(l) => l
-            .init
-            .as_ref()
-            .is_some_and(|i| awaits(&i.expr) || i.diverge.as_ref().is_some_and(|(_, e)| awaits(e))),
-        Stmt::Expr(e, _) => awaits(e),
-        Stmt::Macro(m) => matches!(
-            macro_name(&m.mac).as_str(),
-            "join" | "try_join" | "select" | "select_biased"
-        ),
-        Stmt::Item(_) => false,
-    })
+    let mut f = Awaits(false);
+    syn::visit::Visit::visit_block(&mut f, b);
+    f.0
 }
 
 /// Does the expression await anything (outside closures and async blocks of its own)?
 fn awaits(e: &Expr) -> bool {
-    struct Finder(bool);
-    impl<'ast> syn::visit::Visit<'ast> for Finder {
-        fn visit_expr_await(&mut self, _: &'ast syn::ExprAwait) {
-            self.0 = true;
-        }
-        fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
-        fn visit_expr_async(&mut self, _: &'ast syn::ExprAsync) {}
-        // `join!`, `select!` await what they are given.
-        fn visit_macro(&mut self, m: &'ast syn::Macro) {
-            self.0 |= matches!(
-                macro_name(m).as_str(),
-                "join" | "try_join" | "select" | "select_biased"
-            );
-        }
-    }
-    let mut f = Finder(false);
+    let mut f = Awaits(false);
     syn::visit::Visit::visit_expr(&mut f, e);
     f.0
+}
+
+struct Awaits(bool);
+
+impl<'ast> syn::visit::Visit<'ast> for Awaits {
+    fn visit_expr_await(&mut self, _: &'ast syn::ExprAwait) {
+        self.0 = true;
+    }
+    fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+    fn visit_expr_async(&mut self, _: &'ast syn::ExprAsync) {}
+    fn visit_item(&mut self, _: &'ast syn::Item) {}
+    // `join!`, `select!` await what they are given.
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        self.0 |= matches!(
+            macro_name(m).as_str(),
+            "join" | "try_join" | "select" | "select_biased"
+        );
+    }
 }
 
 /// An atomic flag of the receiver's own set or cleared (`self.acquiring.store(false, SeqCst)`):

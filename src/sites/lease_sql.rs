@@ -125,7 +125,6 @@ const CLAUSE_ENDS: &[&str] = &[
     " order by ",
     " limit ",
     " group by ",
-    ") ",
     ";",
 ];
 
@@ -157,14 +156,15 @@ fn conditions(sql: &str) -> Vec<&str> {
 fn assignments(sql: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut rest = sql;
-    while let Some(i) = rest
-        .find(" set ")
-        .or_else(|| rest.find(" key update ").map(|i| i + 7))
+    // Each list starts after the keyword that opens it.
+    while let Some(start) = [" set ", " key update "]
+        .iter()
+        .filter_map(|k| rest.find(k).map(|i| i + k.len()))
+        .min()
     {
-        rest = &rest[i + 5..];
+        rest = &rest[start..];
         let end = CLAUSE_ENDS
             .iter()
-            .filter(|k| **k != ") ")
             .filter_map(|k| rest.find(k))
             .min()
             .unwrap_or(rest.len());

@@ -26,8 +26,6 @@ pub(super) struct Matched<'a> {
     pub span: Span,
     pub key: Option<&'a Expr>,
     pub ttl: Ttl,
-    /// A lease row's statement: keyed by its first bound parameter.
-    pub sql_lease: bool,
     pub fencing: Fencing,
     pub returns: Returns,
     /// Outward chain levels that belong to the call itself (a raw command's `.arg(..)`s).
@@ -79,7 +77,6 @@ impl<'a> Matched<'a> {
             span,
             key: None,
             ttl: Ttl::Implicit,
-            sql_lease: false,
             fencing: Fencing::None,
             returns: Returns::Result,
             consumed: 0,
@@ -187,7 +184,7 @@ pub(super) fn match_site<'a>(
                 } else {
                     Span::of(&m.method)
                 };
-                return sql_match(w, &sql, span, &m.method.to_string())
+                return sql_match(w, &sql, span, &m.method.to_string(), None)
                     .map(|found| on_pool(w, found, m.args.first()));
             }
             None
@@ -321,7 +318,7 @@ pub(super) fn match_site<'a>(
             } else {
                 Span::of(&m.mac.path)
             };
-            sql_match(w, &text, span, &name).map(|found| on_pool(w, found, executor(outward)))
+            sql_match(w, &text, span, &name, None).map(|found| on_pool(w, found, executor(outward)))
         }
         Expr::Path(p) => {
             match_from_local(w, p, outward).or_else(|| match_static_script(w, p, outward))
@@ -1662,10 +1659,7 @@ fn match_sql<'a>(
         };
         let mut found: Option<Matched<'a>> = None;
         for text in sql_texts(w, a, 0) {
-            if let Some(mut m) = sql_match(w, &text, span, call_name) {
-                if m.sql_lease {
-                    m.key = lease_key(args, outward);
-                }
+            if let Some(m) = sql_match(w, &text, span, call_name, lease_key(args, outward)) {
                 // Of SQL chosen at run time, the acquisition is what the statement may do.
                 let acquires = m.kind.is_acquisition();
                 if found.is_none() || acquires {
@@ -1929,11 +1923,14 @@ fn is_literal(e: &Expr) -> bool {
     }
 }
 
+/// `bound`: the statement's first bound value, when the call shows it (a lease row is known by
+/// it; see `lease_key`).
 fn sql_match<'a>(
     w: &Walker<'a, '_>,
     text: &str,
     span: Span,
     call_name: &str,
+    bound: Option<&'a Expr>,
 ) -> Option<Matched<'a>> {
     let funcs = sql_functions(text);
     let mut best: Option<(usize, usize)> = None;
@@ -1948,7 +1945,7 @@ fn sql_match<'a>(
         }
     }
     let Some((pi, si)) = best else {
-        return lease_match(w, text, span);
+        return lease_match(w, text, span, bound);
     };
     let def = &w.cx.packs.packs[pi].sql[si];
     let pack = &w.cx.packs.packs[pi].pack;
@@ -2004,7 +2001,12 @@ fn lease_key<'a>(args: &[&'a Expr], outward: &[&'a Expr]) -> Option<&'a Expr> {
 /// A lease row claimed, renewed or released by the statement (`sites::lease_sql`): a lock with
 /// an expiry whose length the SQL computes, kept in the table (not in the session: no pool or
 /// connection concerns), whose claim answers in the rows it touched.
-fn lease_match<'a>(w: &Walker<'a, '_>, text: &str, span: Span) -> Option<Matched<'a>> {
+fn lease_match<'a>(
+    w: &Walker<'a, '_>,
+    text: &str,
+    span: Span,
+    key: Option<&'a Expr>,
+) -> Option<Matched<'a>> {
     let pi = w.cx.packs.lease_table?;
     let vocab = w.cx.packs.packs[pi].lease_table.as_ref()?;
     let op = super::lease_sql::lease_op(text, vocab)?;
@@ -2015,7 +2017,7 @@ fn lease_match<'a>(w: &Walker<'a, '_>, text: &str, span: Span) -> Option<Matched
     };
     Some(Matched {
         ttl: Ttl::Unknown,
-        sql_lease: true,
+        key,
         // A renewal or release that tests the holder column is owner-checked by construction.
         owner_checked: true,
         ..Matched::plain(pi, api.to_string(), op.kind(), span)
