@@ -1713,8 +1713,16 @@ fn analyze_one(
     let (classified, events, clocks, wrappers, tests) = match analysed {
         Ok((parts, _)) => {
             let (parts, tests): (Vec<_>, Vec<_>) = parts.into_iter().unzip();
-            let tests = sites::test_code::TestCode::merge(tests);
+            let mut tests = sites::test_code::TestCode::merge(tests);
             let facts = sites::FileFacts::merge(parts);
+            // Asked only of files that hold something to report: it reads the declaring files.
+            let holds_any = !facts.sites.is_empty() || !facts.events.is_empty();
+            if !tests.whole_file
+                && holds_any
+                && sites::test_code::declared_for_tests(&job.crate_root, &job.file.abs)
+            {
+                tests.whole_file = true;
+            }
             if facts.too_deep {
                 proc_macro2::extra::invalidate_current_thread_spans();
                 return FileOutput {

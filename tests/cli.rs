@@ -1311,15 +1311,18 @@ fn test_code_sites_are_marked_and_their_findings_left_out() {
             )
         })
         .collect();
-    // tests/, benches/, a #[tokio::test] fn and a #[cfg(test)] module's helper and its call.
+    // tests/, benches/, a #[tokio::test] fn and a #[cfg(test)] module's helper and its call,
+    // and the files of a module declared `#[cfg(test)] mod support;` (and a module inside it).
     assert_eq!(
         test_sites,
         vec![
             ("benches/renumber.rs".to_string(), 13),
-            ("src/lib.rs".to_string(), 33),
-            ("src/lib.rs".to_string(), 42),
+            ("src/lib.rs".to_string(), 37),
+            ("src/lib.rs".to_string(), 46),
             // A call of that helper, which leaves the lock held under its key argument.
-            ("src/lib.rs".to_string(), 53),
+            ("src/lib.rs".to_string(), 57),
+            ("src/support/mod.rs".to_string(), 10),
+            ("src/support/seed.rs".to_string(), 6),
             ("tests/numbering.rs".to_string(), 9),
             ("tests/numbering.rs".to_string(), 15),
         ],

@@ -102,6 +102,98 @@ pub fn is_test_path(crate_root: &Path, file: &Path) -> bool {
         && rel.components().count() > 1
 }
 
+/// A file that is a module declared out of line under `#[cfg(test)]` (`#[cfg(test)] mod tests;`
+/// in `lib.rs` makes `src/tests.rs` or `src/tests/mod.rs` test code), or a module inside one.
+/// Read from the declaring file's text, so it holds whether or not that file was parsed.
+pub fn declared_for_tests(crate_root: &Path, file: &Path) -> bool {
+    let mut file = file.to_path_buf();
+    // Each step goes one module up; a module tree is never this deep.
+    for _ in 0..16 {
+        let Some((name, dir)) = module_of(&file) else {
+            return false;
+        };
+        if !dir.starts_with(crate_root) {
+            return false;
+        }
+        let mut declared_in = None;
+        let parents = [
+            dir.join("mod.rs"),
+            dir.with_extension("rs"),
+            dir.join("lib.rs"),
+            dir.join("main.rs"),
+        ];
+        for parent in parents.iter().filter(|p| **p != file) {
+            let Ok(text) = std::fs::read(parent) else {
+                continue;
+            };
+            let Ok(text) = std::str::from_utf8(&text) else {
+                continue;
+            };
+            match declaration(text, &name) {
+                Some(true) => return true,
+                Some(false) => {
+                    declared_in = Some(parent.clone());
+                    break;
+                }
+                None => {}
+            }
+        }
+        match declared_in {
+            Some(parent) => file = parent,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// The module a file is (`tests` for `x/tests.rs` and `x/tests/mod.rs`) and the folder its
+/// declaring module's files are found from.
+fn module_of(file: &Path) -> Option<(String, std::path::PathBuf)> {
+    let stem = file.file_stem()?.to_str()?;
+    let dir = file.parent()?;
+    if matches!(stem, "lib" | "main") {
+        return None;
+    }
+    if stem == "mod" {
+        let name = dir.file_name()?.to_str()?.to_string();
+        return Some((name, dir.parent()?.to_path_buf()));
+    }
+    Some((stem.to_string(), dir.to_path_buf()))
+}
+
+/// Does `text` declare `mod name;`, and is that declaration under `#[cfg(test)]` (in the
+/// attribute lines right above it)? `None`: not declared here.
+fn declaration(text: &str, name: &str) -> Option<bool> {
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        let t = line.trim();
+        let t = t
+            .strip_prefix("pub(crate) ")
+            .or_else(|| t.strip_prefix("pub(super) "))
+            .or_else(|| t.strip_prefix("pub "))
+            .unwrap_or(t);
+        let declares = t.strip_prefix("mod ").is_some_and(|rest| {
+            rest.trim_start()
+                .strip_prefix(name)
+                .is_some_and(|r| r.trim_start() == ";")
+        });
+        if !declares {
+            continue;
+        }
+        let for_tests = lines[..i]
+            .iter()
+            .rev()
+            .map(|l| l.trim())
+            .take_while(|l| l.starts_with("#[") || l.starts_with("//"))
+            .any(|l| {
+                let l = l.replace(' ', "");
+                l.starts_with("#[cfg(test)]") || l.starts_with("#[cfg(all(test,")
+            });
+        return Some(for_tests);
+    }
+    None
+}
+
 /// `#[test]`, `#[<path>::test]` (tokio, async-std, sqlx, actix, test-log…) or `#[cfg(test)]`.
 fn is_test_fn(attrs: &[syn::Attribute]) -> bool {
     attrs.iter().any(|a| {
@@ -142,6 +234,47 @@ mod tests {
     fn regions(src: &str) -> TestCode {
         let ast = syn::parse_file(src).expect("parses");
         TestCode::of(&ast, Path::new("/c"), Path::new("/c/src/lib.rs"))
+    }
+
+    #[test]
+    fn out_of_line_test_modules_are_found_in_their_declaration() {
+        assert_eq!(
+            declaration("#[cfg(test)]\nmod tests;\n", "tests"),
+            Some(true)
+        );
+        assert_eq!(
+            declaration(
+                "#[cfg(test)]\n#[path = \"t.rs\"]\npub(crate) mod tests;\n",
+                "tests"
+            ),
+            Some(true)
+        );
+        assert_eq!(
+            declaration("#[cfg(all(test, feature = \"x\"))]\nmod it;\n", "it"),
+            Some(true)
+        );
+        assert_eq!(declaration("pub mod tests;\n", "tests"), Some(false));
+        assert_eq!(
+            declaration("#[cfg(not(test))]\nmod tests;\n", "tests"),
+            Some(false)
+        );
+        assert_eq!(declaration("mod testsuite;\n", "tests"), None);
+        let dir = std::env::temp_dir().join(format!("lockaudit-test-mods-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("src/tests")).unwrap();
+        std::fs::write(
+            dir.join("src/lib.rs"),
+            "pub mod store;\n#[cfg(test)]\nmod tests;\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("src/tests/mod.rs"), "mod helpers;\n").unwrap();
+        std::fs::write(dir.join("src/tests/helpers.rs"), "").unwrap();
+        std::fs::write(dir.join("src/store.rs"), "").unwrap();
+        assert!(declared_for_tests(&dir, &dir.join("src/tests/mod.rs")));
+        assert!(declared_for_tests(&dir, &dir.join("src/tests/helpers.rs")));
+        assert!(!declared_for_tests(&dir, &dir.join("src/store.rs")));
+        assert!(!declared_for_tests(&dir, &dir.join("src/lib.rs")));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
