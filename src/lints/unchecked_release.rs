@@ -51,7 +51,9 @@ pub struct UncheckedRelease;
 pub fn check(view: &FileView<'_>, _: &RuleOptions) -> Vec<Violation> {
     view.events
         .iter()
-        .filter(|e| e.kind == CallKind::Release && !e.owner_checked && lock_key(view, e))
+        .filter(|e| {
+            e.kind == CallKind::Release && !e.owner_checked && (e.lock_object || lock_key(view, e))
+        })
         .map(|e| Violation {
             span: e.span,
             message: format!("`{}` deletes the lock's key without checking that this process still holds it", e.api),

@@ -42,6 +42,10 @@ pub struct LeaseTable {
     pub holder_columns: Vec<String>,
     pub expiry_columns: Vec<String>,
     pub table_words: Vec<String>,
+    /// Columns stamped with the holder's last renewal (`heartbeat`): the lease runs out a
+    /// timeout after the stamp.
+    #[serde(default)]
+    pub stamp_columns: Vec<String>,
     #[serde(default)]
     pub triggers: Vec<String>,
 }
@@ -56,6 +60,10 @@ pub struct PackMeta {
     pub backend: String,
     /// Does the store replicate through consensus? Redis does not; etcd does.
     pub consensus: bool,
+    /// Every object the pack's calls act on is a lock by its type (a Kubernetes Lease), so a
+    /// release needs no lock-like key to be a lock's release.
+    #[serde(default)]
+    pub lock_objects: bool,
     pub fencing: PackFencing,
     pub release: ReleaseStyle,
     /// Functions, methods and macros that execute SQL text passed as an argument.
@@ -223,6 +231,11 @@ pub struct TtlField {
     pub field: String,
     #[serde(default)]
     pub unit: TtlUnit,
+    /// Without this field (or with `None`) the object sets no deadline at all (a Kubernetes
+    /// Lease without `lease_duration_seconds`): `missing-deadline`. Otherwise the library's
+    /// default holds.
+    #[serde(default)]
+    pub required: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -47,6 +47,8 @@ pub struct Event {
     pub auto_renew: bool,
     /// Raw commands and trait methods that act on a key without proving ownership.
     pub owner_checked: bool,
+    /// The object acted on is a lock by its type (the pack's `lock-objects`).
+    pub lock_object: bool,
     /// Line of the enclosing function's `fn`, for suppressions above it.
     pub fn_line: usize,
     pub function: String,

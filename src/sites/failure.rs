@@ -231,6 +231,16 @@ fn judge_state<'a>(
                     ),
                 };
             }
+            // `let claimed = match claim { Ok(rows) => rows, Err(e) => { report(e); Vec::new() } };`:
+            // the failure is "nothing claimed", and the work that follows runs over nothing.
+            if arms
+                    .iter()
+                    .filter(|a| polarity_with(&a.pat, state.variant.as_deref()) != Polarity::Success)
+                    .filter(|a| !diverges_expr(&a.body))
+                    .all(|a| empty_collection(&a.body))
+            {
+                return Failure::Handled;
+            }
             match bound.map(binding) {
                 // `let lock = match … { Ok(l) => Some(l), Err(_) => None };` turns the failure into a
                 // value; what matters is whether that value is checked before the work.
@@ -255,6 +265,37 @@ fn renewal_lost_quietly(state: &State, branch: &[Stmt]) -> bool {
 }
 
 /// The same for a `match` arm's body.
+/// Is the value of an arm an empty collection (`Vec::new()`, `vec![]`, `HashMap::default()`)?
+fn empty_collection(body: &Expr) -> bool {
+    match body {
+        Expr::Block(b) => match b.block.stmts.last() {
+            Some(syn::Stmt::Expr(e, None)) => empty_collection(e),
+            _ => false,
+        },
+        Expr::Macro(m) => m.mac.path.is_ident("vec") && m.mac.tokens.is_empty(),
+        Expr::Call(c) if c.args.is_empty() => {
+            let Expr::Path(p) = &*c.func else {
+                return false;
+            };
+            let segs: Vec<String> = p
+                .path
+                .segments
+                .iter()
+                .map(|s| s.ident.to_string())
+                .collect();
+            matches!(
+                segs.iter().map(String::as_str).collect::<Vec<_>>()[..],
+                [
+                    ..,
+                    "Vec" | "VecDeque" | "HashMap" | "HashSet" | "BTreeMap" | "BTreeSet",
+                    "new" | "default"
+                ]
+            )
+        }
+        _ => false,
+    }
+}
+
 fn arm_lost_quietly(state: &State, body: &Expr) -> bool {
     match body {
         Expr::Block(b) => renewal_lost_quietly(state, &b.block.stmts),

@@ -20,6 +20,9 @@ pub(crate) enum LeaseOp {
     Claim,
     Renew,
     Release,
+    /// Holder and expiry cleared on a row picked without testing the holder: a release that
+    /// does not check the lease is still this process's.
+    Clear,
 }
 
 /// Reads one SQL statement. `None`: not a lease statement.
@@ -33,6 +36,10 @@ pub(crate) fn lease_op(text: &str, vocab: &LeaseTable) -> Option<LeaseOp> {
     let holder = |c: &str| vocab.holder_columns.iter().any(|h| c.contains(h.as_str()));
     let expiry =
         |c: &str| !holder(c) && vocab.expiry_columns.iter().any(|e| c.contains(e.as_str()));
+    // When the holder last renewed (`heartbeat`): the lease runs out a timeout after it.
+    let stamp = |c: &str| {
+        !holder(c) && !expiry(c) && vocab.stamp_columns.iter().any(|e| c.contains(e.as_str()))
+    };
     let conditions = conditions(&sql);
     let tests = |pred: &dyn Fn(&str) -> bool| {
         conditions.iter().any(|cond| {
@@ -53,19 +60,53 @@ pub(crate) fn lease_op(text: &str, vocab: &LeaseTable) -> Option<LeaseOp> {
             .any(|(c, v)| pred(c) && (is_null(v) == cleared))
     };
     // A row with this holder put into a lock table: taken unless the key's row exists (the
-    // unique key answers, through `ON CONFLICT DO NOTHING`'s rows or the insert's error).
-    if has("insert") && set(&holder, false) && table_is_lease(&sql, "into", vocab) {
+    // unique key answers, through `ON CONFLICT DO NOTHING`'s rows or the insert's error). In
+    // any table, a row written with a holder (or fencing token) and an expiry is one too.
+    let lockish = |c: &str| {
+        holder(c)
+            && vocab
+                .table_words
+                .iter()
+                .map(String::as_str)
+                .chain(["fenc"])
+                .any(|w| c.contains(w))
+    };
+    if has("insert")
+        && set(&holder, false)
+        && (table_is_lease(&sql, "into", vocab) || set(&lockish, false) && set(&expiry, false))
+    {
         return Some(LeaseOp::Claim);
     }
     if set(&holder, false) && set(&expiry, false) {
         // Written together, and guarded by the old lease having run out (or by the row being
         // free, or by skipping rows another claimer holds): a claim.
-        let guarded = tests(&expiry) || tests(&holder) || sql.contains("skip locked");
-        return (guarded || sql.contains("on conflict") || sql.contains("on duplicate key"))
-            .then_some(LeaseOp::Claim);
+        let guarded =
+            tests(&expiry) || holder_free(&conditions, &holder) || sql.contains("skip locked");
+        if guarded || sql.contains("on conflict") || sql.contains("on duplicate key") {
+            return Some(LeaseOp::Claim);
+        }
+        // `SET lease_id = $2, leased_until = $3 WHERE id = $1 AND lease_id = $4`: the holder
+        // re-leasing its own row under a new token, a renewal.
+        return tests(&holder).then_some(LeaseOp::Renew);
+    }
+    if set(&stamp, false) && (tests(&stamp) || tests(&holder)) {
+        // `SET heartbeat = now() WHERE heartbeat < now() - $2 … FOR UPDATE SKIP LOCKED`: rows
+        // whose holder stopped renewing, taken. Otherwise (`WHERE heartbeat = $2`, `WHERE
+        // locked_by = $2`) the holder renews the stamp it holds (owner-checked).
+        let stale = sql.contains("skip locked") || stale_test(&conditions, &stamp);
+        return Some(if stale || set(&holder, false) {
+            LeaseOp::Claim
+        } else {
+            LeaseOp::Renew
+        });
     }
     if set(&holder, true) && tests(&holder) {
         return Some(LeaseOp::Release);
+    }
+    // `SET lease_id = NULL, leased_until = NULL WHERE id = $1`: given back whoever holds it (a
+    // sweeper of expired rows tests the expiry, and is no holder's release).
+    if set(&holder, true) && set(&expiry, true) && !tests(&expiry) {
+        return Some(LeaseOp::Clear);
     }
     if set(&expiry, false) && !set(&holder, false) && tests(&holder) {
         return Some(LeaseOp::Renew);
@@ -73,12 +114,102 @@ pub(crate) fn lease_op(text: &str, vocab: &LeaseTable) -> Option<LeaseOp> {
     None
 }
 
+/// Does a condition ask for a row nobody holds (`holder IS NULL`, `holder = ''`)?
+fn holder_free(conditions: &[&str], holder: &dyn Fn(&str) -> bool) -> bool {
+    conditions.iter().any(|cond| {
+        cond.split(" or ")
+            .flat_map(|p| p.split(" and "))
+            .any(|part| {
+                part.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .any(|w| !w.is_empty() && holder(w))
+                    && (part.contains(" is null") || part.contains("= ''"))
+            })
+    })
+}
+
+/// Does a condition compare a stamp column with the clock (`heartbeat < now() - $2`)? A claim
+/// of stale rows; a comparison with a bound value is the holder's compare-and-set.
+fn stale_test(conditions: &[&str], stamp: &dyn Fn(&str) -> bool) -> bool {
+    conditions.iter().any(|cond| {
+        cond.split(" and ").any(|part| {
+            part.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .any(|w| !w.is_empty() && stamp(w))
+                && ["now()", "current_timestamp", "clock_timestamp()"]
+                    .iter()
+                    .any(|n| part.contains(n))
+        })
+    })
+}
+
+/// The lease length a statement writes when the SQL spells it: the first `now() + interval '30
+/// minutes'` (PostgreSQL, also `'30 minutes'::interval`), `NOW() + INTERVAL 30 SECOND` or
+/// `DATE_ADD(NOW(), INTERVAL 30 SECOND)` (MySQL), in milliseconds. A bound length (`now() + $2`)
+/// is the program's, not read here.
+pub(crate) fn lease_interval_ms(text: &str) -> Option<f64> {
+    let folded = text
+        .to_ascii_lowercase()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for now in ["now()", "current_timestamp", "clock_timestamp()"] {
+        let mut from = 0;
+        while let Some(i) = folded[from..].find(now).map(|i| from + i) {
+            from = i + now.len();
+            let rest = folded[from..].trim_start();
+            // `now() + …`, or `date_add(now(), …)`.
+            let Some(rest) = rest
+                .strip_prefix('+')
+                .or_else(|| rest.strip_prefix(','))
+                .map(str::trim_start)
+            else {
+                continue;
+            };
+            let rest = rest.strip_prefix("interval").map_or(rest, str::trim_start);
+            let quoted = rest.starts_with('\'');
+            let body = rest.trim_start_matches('\'');
+            let end = if quoted {
+                body.find('\'')?
+            } else {
+                // MySQL: a number and one unit word.
+                body.char_indices()
+                    .filter(|(_, c)| *c == ' ')
+                    .nth(1)
+                    .map_or(body.len(), |(k, _)| k)
+            };
+            if let Some(ms) = interval_ms(body[..end].trim()) {
+                return Some(ms);
+            }
+        }
+    }
+    None
+}
+
+/// `30 minutes`, `1 hour`, `15 second`, `10s`: one quantity and its unit, in milliseconds.
+fn interval_ms(text: &str) -> Option<f64> {
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let n: f64 = text[..split].parse().ok()?;
+    let unit = text[split..].trim().trim_end_matches(')').trim();
+    let per = match unit {
+        "ms" | "millisecond" | "milliseconds" => 1.0,
+        u => match u.trim_end_matches('s') {
+            "" | "sec" | "second" => 1_000.0,
+            "min" | "minute" => 60_000.0,
+            "hour" | "h" => 3_600_000.0,
+            "day" | "d" => 86_400_000.0,
+            _ => return None,
+        },
+    };
+    Some(n * per)
+}
+
 impl LeaseOp {
     pub(crate) fn kind(self) -> CallKind {
         match self {
             LeaseOp::Claim => CallKind::TryAcquire,
             LeaseOp::Renew => CallKind::Renew,
-            LeaseOp::Release => CallKind::Release,
+            LeaseOp::Release | LeaseOp::Clear => CallKind::Release,
         }
     }
 }
@@ -178,18 +309,32 @@ fn assignments(sql: &str) -> Vec<(String, String)> {
             }
         }
     }
-    if let Some(i) = sql.find("insert into ") {
+    // Every `INSERT` (a CTE may hold one before the main one): its columns, with the `VALUES`
+    // they take when the statement lists them (`INSERT … SELECT` computes them: unknown, not
+    // null).
+    let mut from = 0;
+    while let Some(i) = sql[from..].find("insert into ").map(|i| from + i) {
+        from = i + "insert into ".len();
         let after = &sql[i..];
-        if let (Some(open), Some(v)) = (after.find('('), after.find(" values"))
-            && open < v
-            && let Some(ce) = after[open..].find(')').map(|j| open + j)
-            && let Some(vo) = after[v..].find('(').map(|j| v + j)
-        {
-            let cols = top_level(&after[open + 1..ce], ',');
-            let vals = top_level(until_close(&after[vo + 1..]), ',');
-            for (c, v) in cols.iter().zip(vals.iter()) {
-                out.push((c.trim().trim_matches('"').to_string(), v.trim().to_string()));
-            }
+        let Some(open) = after.find('(') else { break };
+        // The column list follows the table name directly.
+        if after["insert into ".len()..open].trim().contains(' ') {
+            continue;
+        }
+        let cols = top_level(until_close(&after[open + 1..]), ',');
+        let rest = &after[open + 1 + until_close(&after[open + 1..]).len()..];
+        let vals = rest
+            .trim_start_matches(')')
+            .trim_start()
+            .strip_prefix("values")
+            .and_then(|v| v.trim_start().strip_prefix('('))
+            .map(|v| top_level(until_close(v), ','));
+        for (k, c) in cols.iter().enumerate() {
+            let v = vals
+                .as_ref()
+                .and_then(|v| v.get(k))
+                .map_or("", |v| v.trim());
+            out.push((c.trim().trim_matches('"').to_string(), v.to_string()));
         }
     }
     out
@@ -251,11 +396,19 @@ mod tests {
 
     fn vocab() -> LeaseTable {
         LeaseTable {
-            holder_columns: ["locked_by", "holder", "owner", "leader"]
-                .map(String::from)
-                .to_vec(),
+            holder_columns: [
+                "locked_by",
+                "holder",
+                "owner",
+                "leader",
+                "lease_id",
+                "fencing_token",
+            ]
+            .map(String::from)
+            .to_vec(),
             expiry_columns: ["expire", "until", "deadline"].map(String::from).to_vec(),
             table_words: ["lock", "lease", "leader"].map(String::from).to_vec(),
+            stamp_columns: vec!["heartbeat".to_string()],
             triggers: Vec::new(),
         }
     }
@@ -278,6 +431,57 @@ mod tests {
     }
 
     #[test]
+    fn tokens_stamps_and_computed_inserts() {
+        let v = vocab();
+        // A lease id as the holder, on a table not named for locks.
+        let claim = "WITH next AS (SELECT * FROM imports WHERE (leased_until IS NULL OR leased_until <= now()) LIMIT 1 FOR UPDATE SKIP LOCKED) UPDATE imports SET leased_until = now() + interval '30 minutes', lease_id = $1 FROM next WHERE imports.id = next.id";
+        assert_eq!(lease_op(claim, &v), Some(LeaseOp::Claim));
+        let renew = "UPDATE imports SET leased_until = $2 WHERE id = $1 AND lease_id = $3";
+        assert_eq!(lease_op(renew, &v), Some(LeaseOp::Renew));
+        let clear = "UPDATE imports SET lease_id = NULL, leased_until = NULL, status = 'paused' WHERE id = $1";
+        assert_eq!(lease_op(clear, &v), Some(LeaseOp::Clear));
+        let sweep =
+            "UPDATE imports SET lease_id = NULL, leased_until = NULL WHERE leased_until < now()";
+        assert_eq!(lease_op(sweep, &v), None);
+        let rotate = "UPDATE imports SET state = $2, lease_id = $3, leased_until = $4 WHERE id = $1 AND lease_id = $5";
+        assert_eq!(lease_op(rotate, &v), Some(LeaseOp::Renew));
+        assert_eq!(
+            lease_interval_ms(
+                "UPDATE t SET leased_until = now() + interval '30 minutes', lease_id = $1"
+            ),
+            Some(1_800_000.0)
+        );
+        assert_eq!(
+            lease_interval_ms(
+                "UPDATE t SET expires_at = NOW() + INTERVAL 15 SECOND WHERE holder = ?"
+            ),
+            Some(15_000.0)
+        );
+        assert_eq!(
+            lease_interval_ms("SET expires_at = now() + '10 seconds'::interval"),
+            Some(10_000.0)
+        );
+        assert_eq!(
+            lease_interval_ms("SET expires_at = DATE_ADD(NOW(), INTERVAL 90 SECOND)"),
+            Some(90_000.0)
+        );
+        assert_eq!(
+            lease_interval_ms("SET expires_at = now() + $2 WHERE expires_at < now()"),
+            None
+        );
+        let free = "UPDATE locks SET holder = $1, expires_at = now() + interval '10 seconds' WHERE name = $2 AND (holder IS NULL OR holder = $1)";
+        assert_eq!(lease_op(free, &v), Some(LeaseOp::Claim));
+        // A heartbeat lease: stale rows taken, the holder's compare-and-set renewal.
+        let stale = "WITH picked AS (SELECT task_id FROM tasks WHERE heartbeat < NOW() - $2::INTERVAL LIMIT 3 FOR UPDATE SKIP LOCKED) UPDATE tasks SET heartbeat = NOW() WHERE task_id IN (SELECT task_id FROM picked)";
+        assert_eq!(lease_op(stale, &v), Some(LeaseOp::Claim));
+        let beat = "UPDATE tasks SET heartbeat = NOW() WHERE task_id = $1 AND heartbeat::TEXT = $2";
+        assert_eq!(lease_op(beat, &v), Some(LeaseOp::Renew));
+        // A key row written with an expiry and a fencing token by `INSERT … SELECT`.
+        let key = "WITH b AS (INSERT INTO backend (id, drone_id) VALUES ($1, $2) RETURNING id) INSERT INTO backend_key (id, key_name, expires_at, fencing_token) SELECT $1, $3, now() + $4, 7 FROM b RETURNING fencing_token";
+        assert_eq!(lease_op(key, &v), Some(LeaseOp::Claim));
+    }
+
+    #[test]
     fn other_statements_are_no_leases() {
         let v = vocab();
         for sql in [
@@ -287,6 +491,12 @@ mod tests {
             "SELECT holder, expires_at FROM leases WHERE name = $1",
             "UPDATE users SET name = 'owner = x, expires = y' WHERE id = 1",
             "INSERT INTO audit (owner, note) VALUES ($1, $2)",
+            // An owner and an expiry on an ordinary table: a session or an invitation.
+            "INSERT INTO sessions (id, owner_id, expires_at) VALUES ($1, $2, $3)",
+            "INSERT INTO invites (code, owner) SELECT $1, $2",
+            // A worker's own heartbeat, and one reset by a sweeper: no holder, no guard.
+            "UPDATE workers SET heartbeat = now() WHERE id = $1",
+            "UPDATE workers SET heartbeat = now(), status = 'idle' WHERE status = 'busy'",
         ] {
             assert_eq!(lease_op(sql, &v), None, "{sql}");
         }

@@ -2013,13 +2013,23 @@ fn lease_match<'a>(
     let api = match op {
         super::lease_sql::LeaseOp::Claim => "lease row claim",
         super::lease_sql::LeaseOp::Renew => "lease row renewal",
-        super::lease_sql::LeaseOp::Release => "lease row release",
+        super::lease_sql::LeaseOp::Release | super::lease_sql::LeaseOp::Clear => {
+            "lease row release"
+        }
+    };
+    let ttl = match super::lease_sql::lease_interval_ms(text) {
+        Some(ms) if op != super::lease_sql::LeaseOp::Release => Ttl::Known {
+            ms,
+            span,
+            inherited: false,
+        },
+        _ => Ttl::Unknown,
     };
     Some(Matched {
-        ttl: Ttl::Unknown,
+        ttl,
         key,
         // A renewal or release that tests the holder column is owner-checked by construction.
-        owner_checked: true,
+        owner_checked: op != super::lease_sql::LeaseOp::Clear,
         ..Matched::plain(pi, api.to_string(), op.kind(), span)
     })
 }

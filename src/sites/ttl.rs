@@ -47,7 +47,17 @@ pub(super) fn for_call<'a>(
         let mut roots: Vec<&'a Expr> = args.to_vec();
         roots.extend(receiver);
         return match find_struct_field(w, &roots, &tf.struct_path, &tf.field) {
-            Some(FieldFound::Value(e)) => value_ttl(w, e, tf.unit, required),
+            Some(FieldFound::Value(e)) => value_ttl(w, e, tf.unit, required || tf.required),
+            Some(FieldFound::Defaulted) if tf.required => Ttl::Missing {
+                reason: format!(
+                    "the `{}` written has no `{}`, so nothing ever expires it",
+                    tf.struct_path
+                        .rsplit("::")
+                        .next()
+                        .unwrap_or(&tf.struct_path),
+                    tf.field
+                ),
+            },
             // `..Default::default()` leaves the library default in force.
             Some(FieldFound::Defaulted) | None => {
                 if required {

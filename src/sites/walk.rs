@@ -303,6 +303,7 @@ fn analyze_fn<'a>(
         markers: Vec::new(),
         guards: region::Guards::default(),
         compared_reads: Vec::new(),
+        holder_compared: false,
         closure_depth: 0,
         forwarded_depth: 0,
         forwarding: HashSet::new(),
@@ -518,6 +519,9 @@ pub(super) struct Walker<'a, 'c> {
     /// The names read by the `get` of each enclosing `if` that compares what it read
     /// (`if cache.get(key)? == Some(token) { cache.del(key) }`): a check before a release.
     compared_reads: Vec<HashSet<String>>,
+    /// An `if` before this point compared a holder or owner (`if lease_holder != me { return
+    /// .. }`): a typed lock object's release after it was checked, if not atomically.
+    holder_compared: bool,
     closure_depth: usize,
     /// How many of the enclosing closures hand their value to the function's (`return
     /// spawn_blocking(move || { … Ok(lock) }).await?`): while every enclosing closure does,
@@ -901,13 +905,15 @@ impl<'a, 'c> Walker<'a, 'c> {
                 .as_ref()
                 .and_then(|c| self.owner_for(c, m.span, key.as_deref()));
             // Checked, if not atomically, when an enclosing `if` compared the key's value.
+            let lock_object = self.cx.packs.packs[m.pack].pack.lock_objects;
             let compared_first = m.kind == crate::packs::CallKind::Release
-                && self.compared_reads.iter().any(|read| {
+                && (self.compared_reads.iter().any(|read| {
                     key.as_ref().is_some_and(|k| read.contains(k))
                         || m.mentions.iter().any(|n| read.contains(n))
-                });
+                }) || lock_object && self.holder_compared);
             self.events.push(Event {
                 kind: m.kind,
+                lock_object,
                 pack: m.pack,
                 api: m.api,
                 span: m.span,
@@ -2017,6 +2023,7 @@ impl<'a> Walker<'a, '_> {
                     }
                 }
                 self.guards = self.guards.push(cond_names);
+                self.holder_compared |= compares_holder(&i.cond);
                 let compared = compared_read(&i.cond);
                 let pushed = compared.is_some();
                 self.compared_reads.extend(compared);
@@ -2606,6 +2613,17 @@ fn compared_read(cond: &Expr) -> Option<HashSet<String>> {
         Expr::Paren(p) => compared_read(&p.expr),
         _ => None,
     }
+}
+
+/// Does a condition compare a holder or owner (`current_holder != me`, `!holder.eq(&id)`)?
+fn compares_holder(cond: &Expr) -> bool {
+    let text = quote::ToTokens::to_token_stream(cond)
+        .to_string()
+        .to_ascii_lowercase();
+    (text.contains("holder") || text.contains("owner"))
+        && ["==", "!=", ". eq (", ". ne ("]
+            .iter()
+            .any(|op| text.contains(op))
 }
 
 /// The function body's last statement, when it is a `loop` that no `break` leaves (nested

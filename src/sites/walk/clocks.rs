@@ -95,6 +95,27 @@ impl<'ast> Visit<'ast> for Compared<'_, '_, '_, '_> {
     fn visit_item(&mut self, _: &'ast syn::Item) {}
 }
 
+/// The first clock reading added to or subtracted from in an expression (`now + ttl`).
+struct Summed<'c, 'w, 'a, 'x> {
+    clocks: &'c Clocks<'w, 'a, 'x>,
+    hit: Option<(Span, String)>,
+}
+
+impl<'ast> Visit<'ast> for Summed<'_, '_, '_, '_> {
+    fn visit_expr_binary(&mut self, b: &'ast syn::ExprBinary) {
+        use syn::BinOp::*;
+        if self.hit.is_none() && matches!(b.op, Add(_) | Sub(_)) {
+            self.hit = self
+                .clocks
+                .clock_in(&b.left)
+                .or_else(|| self.clocks.clock_in(&b.right));
+        }
+        syn::visit::visit_expr_binary(self, b);
+    }
+    fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+    fn visit_item(&mut self, _: &'ast syn::Item) {}
+}
+
 impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
     fn visit_local(&mut self, l: &'ast syn::Local) {
         if let Some(init) = &l.init {
@@ -136,11 +157,14 @@ impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
                 self.lets.push((n.clone(), span, what));
             }
             // `let expired = match stamp { Some(ts) => now > ts + ttl, None => true };`: a
-            // name that says expiry, decided by comparing a clock reading somewhere inside.
+            // name that says expiry, decided by comparing a clock reading somewhere inside
+            // (also one read into a local there: `let elapsed = Utc::now().signed_duration_since(
+            // renewed); elapsed > ttl`, which the walk inside the value records first).
             if name
                 .as_deref()
                 .is_some_and(|n| expiry_like(&HashSet::new(), Some(n)))
             {
+                syn::visit::visit_local(self, l);
                 let mut cmp = Compared {
                     clocks: self,
                     hit: None,
@@ -151,9 +175,28 @@ impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
                 {
                     self.found.push(hit);
                 }
+                return;
             }
         }
         syn::visit::visit_local(self, l);
+    }
+
+    /// `self.leased_until = Some(Utc::now() + lease)`: a deadline written from the wall clock.
+    fn visit_expr_assign(&mut self, a: &'ast syn::ExprAssign) {
+        let target = quote::ToTokens::to_token_stream(&a.left).to_string();
+        if expiry_like(&HashSet::new(), Some(&target)) {
+            let mut sum = Summed {
+                clocks: self,
+                hit: None,
+            };
+            sum.visit_expr(&a.right);
+            if let Some(hit) = sum.hit
+                && !self.found.contains(&hit)
+            {
+                self.found.push(hit);
+            }
+        }
+        syn::visit::visit_expr_assign(self, a);
     }
 
     fn visit_expr_binary(&mut self, b: &'ast syn::ExprBinary) {
