@@ -2022,7 +2022,16 @@ impl<'a> Walker<'a, '_> {
                         self.visit_expr(cond);
                     }
                 }
-                self.guards = self.guards.push(cond_names);
+                // `if locked { … }`, `if held.is_some() { … }`: the branch runs with the lock the
+                // flag says was taken, so its exits leave a held lock (a guard names the flag only
+                // on the branch that runs without it).
+                let held_flag = positive_flag(&i.cond);
+                let then_names: Vec<String> = cond_names
+                    .iter()
+                    .filter(|n| Some(n.as_str()) != held_flag.as_deref())
+                    .cloned()
+                    .collect();
+                self.guards = self.guards.push(then_names);
                 self.holder_compared |= compares_holder(&i.cond);
                 let compared = compared_read(&i.cond);
                 let pushed = compared.is_some();
@@ -2032,6 +2041,8 @@ impl<'a> Walker<'a, '_> {
                     self.compared_reads.pop();
                 }
                 self.scopes.pop();
+                self.guards = self.guards.pop();
+                self.guards = self.guards.push(cond_names);
                 if let Some((_, els)) = &i.else_branch {
                     self.visit_expr(els);
                 }
@@ -2611,6 +2622,24 @@ fn compared_read(cond: &Expr) -> Option<HashSet<String>> {
             compared_read(&b.left).or_else(|| compared_read(&b.right))
         }
         Expr::Paren(p) => compared_read(&p.expr),
+        _ => None,
+    }
+}
+
+/// The local a condition tests as a plain "taken" flag: `locked`, `held.is_some()`,
+/// `acquired.is_ok()`.
+fn positive_flag(cond: &Expr) -> Option<String> {
+    match cond {
+        Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
+        Expr::Paren(p) => positive_flag(&p.expr),
+        Expr::MethodCall(m)
+            if m.args.is_empty() && (m.method == "is_some" || m.method == "is_ok") =>
+        {
+            match &*m.receiver {
+                Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
+                _ => None,
+            }
+        }
         _ => None,
     }
 }
