@@ -57,6 +57,9 @@ pub struct FileIndex {
     /// SystemTime::now().duration_since(UNIX_EPOCH)…as_millis() as u64 }`): calling one is a
     /// wall-clock read where the caller uses it.
     pub clock_fns: Vec<String>,
+    /// Free functions and what they do with their parameters for an expiry decision (see
+    /// [`DeadlineFn`]); the crate index closes them over calls within each module.
+    pub deadline_fns: Vec<DeadlineFn>,
     /// Methods of `impl Trait for Type` blocks and their returns, as `fns`; an inherent method
     /// of the same name wins.
     pub trait_fns: Vec<(String, Ty)>,
@@ -332,6 +335,165 @@ fn fill_slots(t: Ty, args: &[Ty]) -> Ty {
 /// Does the block's tail read the wall clock: `SystemTime::now()`, `Utc::now()`, `Local::now()`,
 /// `OffsetDateTime::now_utc()`, through the conversions that keep its value a time
 /// (`.duration_since(UNIX_EPOCH)?.as_millis() as u64`, `.timestamp()`)?
+/// Words that make a comparison, or the function holding it, an expiry decision.
+const EXPIRY_WORDS: &[&str] = &[
+    "expir", "deadline", "lease", "valid", "ttl", "until", "timeout", "renew", "stale",
+];
+
+fn expiry_like(text: &str) -> bool {
+    let t = text.to_ascii_lowercase();
+    EXPIRY_WORDS.iter().any(|w| t.contains(w))
+}
+
+/// A free function's part in expiry decisions: the parameters it compares with a deadline itself
+/// (`now.as_second() - renewed.as_second() > duration` in `fn is_expired`) and the parameters it
+/// passes on to other functions of its module (`is_expired(.., now)` in `fn is_claimable`).
+#[derive(Debug, Clone, Default)]
+pub struct DeadlineFn {
+    pub module: String,
+    pub name: String,
+    pub compared: Vec<usize>,
+    /// (callee's name, argument index, this function's parameter index).
+    pub passes: Vec<(String, usize, usize)>,
+}
+
+fn deadline_fns(module: &str, items: &[syn::Item]) -> Vec<DeadlineFn> {
+    use syn::visit::Visit;
+    fn names_in(e: &Expr, out: &mut std::collections::HashSet<String>) {
+        struct Ids<'o>(&'o mut std::collections::HashSet<String>);
+        impl<'ast> Visit<'ast> for Ids<'_> {
+            fn visit_expr_path(&mut self, p: &'ast syn::ExprPath) {
+                if let Some(i) = p.path.get_ident() {
+                    self.0.insert(i.to_string());
+                }
+            }
+        }
+        Ids(out).visit_expr(e);
+    }
+    // A parameter on one side of an ordering in an expiry decision, and the calls passing one on.
+    struct Reads<'f> {
+        fn_expiry: bool,
+        params: &'f [String],
+        compared: std::collections::HashSet<usize>,
+        passes: Vec<(String, usize, usize)>,
+    }
+    impl<'ast> Visit<'ast> for Reads<'_> {
+        fn visit_expr_binary(&mut self, b: &'ast syn::ExprBinary) {
+            use syn::BinOp::*;
+            if matches!(b.op, Lt(_) | Le(_) | Gt(_) | Ge(_))
+                && (self.fn_expiry || expiry_like(&quote::ToTokens::to_token_stream(b).to_string()))
+            {
+                let mut names = std::collections::HashSet::new();
+                names_in(&b.left, &mut names);
+                names_in(&b.right, &mut names);
+                self.compared
+                    .extend((0..self.params.len()).filter(|&k| names.contains(&self.params[k])));
+            }
+            syn::visit::visit_expr_binary(self, b);
+        }
+        fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
+            if let Expr::Path(p) = &*c.func
+                && let Some(last) = p.path.segments.last()
+            {
+                for (i, a) in c.args.iter().enumerate() {
+                    let a = match a {
+                        Expr::Reference(r) => &*r.expr,
+                        other => other,
+                    };
+                    if let Expr::Path(ap) = a
+                        && let Some(id) = ap.path.get_ident()
+                        && let Some(k) = self.params.iter().position(|p| id == p)
+                    {
+                        self.passes.push((last.ident.to_string(), i, k));
+                    }
+                }
+            }
+            syn::visit::visit_expr_call(self, c);
+        }
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let mut out = Vec::new();
+    for item in items {
+        let syn::Item::Fn(f) = item else { continue };
+        let params: Vec<String> = f
+            .sig
+            .inputs
+            .iter()
+            .map(|a| match a {
+                syn::FnArg::Typed(t) => match &*t.pat {
+                    syn::Pat::Ident(i) => i.ident.to_string(),
+                    _ => String::new(),
+                },
+                syn::FnArg::Receiver(_) => String::new(),
+            })
+            .collect();
+        let name = f.sig.ident.to_string();
+        let mut r = Reads {
+            fn_expiry: expiry_like(&name),
+            params: &params,
+            compared: std::collections::HashSet::new(),
+            passes: Vec::new(),
+        };
+        r.visit_block(&f.block);
+        let mut compared: Vec<usize> = r
+            .compared
+            .into_iter()
+            .filter(|&k| !params[k].is_empty())
+            .collect();
+        compared.sort_unstable();
+        if !compared.is_empty() || !r.passes.is_empty() {
+            out.push(DeadlineFn {
+                module: module.to_string(),
+                name,
+                compared,
+                passes: r.passes,
+            });
+        }
+    }
+    out
+}
+
+/// Each function's deadline parameters (path -> indices): those it compares, and those it passes
+/// on to a function of its module that has them, to a fixpoint.
+fn close_deadline_fns(fns: Vec<DeadlineFn>) -> HashMap<String, Vec<usize>> {
+    let mut known: HashMap<(String, String), std::collections::BTreeSet<usize>> = fns
+        .iter()
+        .filter(|f| !f.compared.is_empty())
+        .map(|f| {
+            (
+                (f.module.clone(), f.name.clone()),
+                f.compared.iter().copied().collect(),
+            )
+        })
+        .collect();
+    // Each round adds a parameter or stops; no chain in real code is longer than this.
+    for _ in 0..8 {
+        let mut added = Vec::new();
+        for f in &fns {
+            for (callee, arg, param) in &f.passes {
+                let key = (f.module.clone(), callee.clone());
+                if known.get(&key).is_some_and(|s| s.contains(arg))
+                    && !known
+                        .get(&(f.module.clone(), f.name.clone()))
+                        .is_some_and(|s| s.contains(param))
+                {
+                    added.push(((f.module.clone(), f.name.clone()), *param));
+                }
+            }
+        }
+        if added.is_empty() {
+            break;
+        }
+        for (k, p) in added {
+            known.entry(k).or_default().insert(p);
+        }
+    }
+    known
+        .into_iter()
+        .map(|((module, name), idx)| (format!("{module}::{name}"), idx.into_iter().collect()))
+        .collect()
+}
+
 fn clock_tail(block: &syn::Block) -> bool {
     fn reads(e: &syn::Expr) -> bool {
         match e {
@@ -399,6 +561,7 @@ impl FileIndex {
         let mut out = FileIndex::default();
         out.modules.push(imports.module.clone());
         out.items(&file.items, imports, file_items);
+        out.deadline_fns = deadline_fns(&imports.module, &file.items);
         out
     }
 
@@ -492,6 +655,7 @@ impl FileIndex {
                 cmd_builders,
                 text_fns,
                 clock_fns,
+                deadline_fns,
                 trait_fns,
             } = p;
             out.structs.extend(structs);
@@ -512,6 +676,7 @@ impl FileIndex {
             out.cmd_builders.extend(cmd_builders);
             out.text_fns.extend(text_fns);
             out.clock_fns.extend(clock_fns);
+            out.deadline_fns.extend(deadline_fns);
             out.trait_fns.extend(trait_fns);
         }
         fn dedup<T: Clone + Eq + std::hash::Hash>(v: &mut Vec<T>) {
@@ -912,6 +1077,7 @@ pub struct CrateIndex {
     cmd_builders: HashMap<String, CmdBuilder>,
     text_fns: HashMap<String, String>,
     clock_fns: std::collections::HashSet<String>,
+    deadline_params: HashMap<String, Vec<usize>>,
 }
 
 impl CrateIndex {
@@ -923,6 +1089,7 @@ impl CrateIndex {
         // A path re-exported twice (feature-gated alternatives) keeps a target that exists.
         let mut reexport_candidates: HashMap<String, Vec<String>> = HashMap::new();
         let mut trait_fns = Vec::new();
+        let mut deadline_fns = Vec::new();
         for f in files {
             for (path, fields) in f.structs {
                 idx.add_simple(&path);
@@ -935,6 +1102,7 @@ impl CrateIndex {
                 .extend(f.cmd_builders.into_iter().map(|b| (b.path.clone(), b)));
             idx.text_fns.extend(f.text_fns);
             idx.clock_fns.extend(f.clock_fns);
+            deadline_fns.extend(f.deadline_fns);
             for (path, fields) in f.variants {
                 idx.variants
                     .entry(path)
@@ -998,6 +1166,7 @@ impl CrateIndex {
                 .expect("at least one target");
             idx.reexports.insert(path, chosen);
         }
+        idx.deadline_params = close_deadline_fns(deadline_fns);
         idx
     }
 
@@ -1215,6 +1384,15 @@ impl CrateIndex {
         self.clock_fns
             .contains(&self.through_reexports(self.settle(path)))
             || self.clock_fns.contains(path)
+    }
+
+    /// The parameters through which a function of the crate decides an expiry (see
+    /// [`FileIndex::deadline_params`]).
+    pub fn deadline_params(&self, path: &str) -> Option<&[usize]> {
+        self.deadline_params
+            .get(&self.through_reexports(self.settle(path)))
+            .or_else(|| self.deadline_params.get(path))
+            .map(Vec::as_slice)
     }
 
     pub fn fn_return(&self, path: &str) -> Option<Ty> {
@@ -1463,6 +1641,14 @@ impl CrateView {
         match self.dep_of(&path) {
             Some((_, view, inner)) => view.clock_fn(&inner),
             None => self.own.clock_fn(&path),
+        }
+    }
+
+    pub fn deadline_params(&self, path: &str) -> Option<Vec<usize>> {
+        let path = self.through_reexports(path.to_string());
+        match self.dep_of(&path) {
+            Some((_, view, inner)) => view.deadline_params(&inner),
+            None => self.own.deadline_params(&path).map(<[usize]>::to_vec),
         }
     }
 

@@ -181,6 +181,27 @@ impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
         syn::visit::visit_local(self, l);
     }
 
+    /// `is_claimable(&lease, me, now)` where the program's own function compares that argument
+    /// with the lease's renewal (see `FileIndex::deadline_params`).
+    fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
+        if let Expr::Path(p) = &*c.func
+            && let Some(idx) = self.w.cx.index.deadline_params(&self.w.resolve(&p.path))
+        {
+            for i in idx {
+                let arg = c.args.iter().nth(i).map(|a| match a {
+                    Expr::Reference(r) => &*r.expr,
+                    other => other,
+                });
+                if let Some(hit) = arg.and_then(|a| self.clock_in(a))
+                    && !self.found.contains(&hit)
+                {
+                    self.found.push(hit);
+                }
+            }
+        }
+        syn::visit::visit_expr_call(self, c);
+    }
+
     /// `self.leased_until = Some(Utc::now() + lease)`: a deadline written from the wall clock.
     fn visit_expr_assign(&mut self, a: &'ast syn::ExprAssign) {
         let target = quote::ToTokens::to_token_stream(&a.left).to_string();
