@@ -12,6 +12,8 @@ use crate::report::{Edit, Fix};
 /// key's value with an argument. A compare-and-delete Lua script, or `DELEX`/`del_ex` with `IFEQ`,
 /// is fine; `pg_advisory_unlock*` and etcd's `unlock` (whose key
 /// embeds the holder's lease) are releases that prove ownership.
+/// A compare-and-delete given the value the code just read from the key (`let cur =
+/// con.get(&key)?; … .arg(&cur)`) compares that value with itself: it is reported too.
 ///
 /// ## Why it matters
 /// If the holder paused past its TTL, the key now belongs to someone else, and a plain `DEL`

@@ -304,6 +304,7 @@ fn analyze_fn<'a>(
         guards: region::Guards::default(),
         compared_reads: Vec::new(),
         holder_compared: false,
+        store_reads: HashMap::new(),
         closure_depth: 0,
         forwarded_depth: 0,
         forwarding: HashSet::new(),
@@ -519,6 +520,10 @@ pub(super) struct Walker<'a, 'c> {
     /// The names read by the `get` of each enclosing `if` that compares what it read
     /// (`if cache.get(key)? == Some(token) { cache.del(key) }`): a check before a release.
     compared_reads: Vec<HashSet<String>>,
+    /// Locals holding a value just read from the store by key (`let cur = conn.get(key)?`, and
+    /// `if let Some(v) = cur`): name -> the key's text. Comparing with one in a release compares
+    /// the key's value with itself.
+    store_reads: HashMap<String, String>,
     /// An `if` before this point compared a holder or owner (`if lease_holder != me { return
     /// .. }`): a typed lock object's release after it was checked, if not atomically.
     holder_compared: bool,
@@ -906,6 +911,16 @@ impl<'a, 'c> Walker<'a, 'c> {
                 .and_then(|c| self.owner_for(c, m.span, key.as_deref()));
             // Checked, if not atomically, when an enclosing `if` compared the key's value.
             let lock_object = self.cx.packs.packs[m.pack].pack.lock_objects;
+            // A compare-and-delete given the value just read from the key compares it with
+            // itself: it deletes whoever holds the lock.
+            let self_compared = m.kind == crate::packs::CallKind::Release
+                && m.owner_checked
+                && m.mentions.iter().any(|n| {
+                    self.store_reads.get(n).is_some_and(|read| {
+                        // The same key: as written, or the same local (`key`, `&key`).
+                        key.as_deref() == Some(read.as_str()) || m.mentions.contains(read)
+                    })
+                });
             let compared_first = m.kind == crate::packs::CallKind::Release
                 && (self.compared_reads.iter().any(|read| {
                     key.as_ref().is_some_and(|k| read.contains(k))
@@ -923,7 +938,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 result_var,
                 passed_on,
                 auto_renew: m.auto_renew,
-                owner_checked: m.owner_checked || compared_first,
+                owner_checked: (m.owner_checked && !self_compared) || compared_first,
                 fn_line: self.info.sig_line,
                 function: self.info.path.clone(),
                 command,
@@ -1813,6 +1828,9 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                     {
                         self.deferred.insert(n, (&l.pat, &b.stmts[i + 1..], end));
                     }
+                    if let Some(init) = &l.init {
+                        self.note_store_read(&l.pat, &init.expr);
+                    }
                     self.bind(&l.pat, l.init.as_ref().map(|i| &*i.expr), ty);
                 }
                 Stmt::Expr(e, semi) => {
@@ -1982,6 +2000,7 @@ impl<'a> Walker<'a, '_> {
                         );
                         self.visit_expr(&l.expr);
                         let ty = self.type_of(&l.expr);
+                        self.note_store_read(&l.pat, &l.expr);
                         // The scrutinee is the init for taint (`if let Some(l) = lock`).
                         self.bind(&l.pat, Some(&l.expr), ty);
                     }
@@ -2423,6 +2442,26 @@ impl<'a> Walker<'a, '_> {
         }
     }
 
+    /// See `store_reads`: a local bound to a `GET` of a key, or unwrapped from one.
+    fn note_store_read(&mut self, pat: &Pat, init: &Expr) {
+        let key = store_read_key(init).or_else(|| {
+            let n = name_of(init)?;
+            self.store_reads.get(&n).cloned()
+        });
+        let mut names = Vec::new();
+        pattern_idents(pat, &mut names);
+        for n in names {
+            match &key {
+                Some(k) => {
+                    self.store_reads.insert(n, k.clone());
+                }
+                None => {
+                    self.store_reads.remove(&n);
+                }
+            }
+        }
+    }
+
     /// One level deeper into the tree; false (and the file marked) past [`MAX_WALK_DEPTH`].
     fn enter(&mut self) -> bool {
         if self.out.depth >= MAX_WALK_DEPTH {
@@ -2622,6 +2661,35 @@ fn compared_read(cond: &Expr) -> Option<HashSet<String>> {
             compared_read(&b.left).or_else(|| compared_read(&b.right))
         }
         Expr::Paren(p) => compared_read(&p.expr),
+        _ => None,
+    }
+}
+
+/// The key of a `GET` the expression reads (`conn.get(key).await?`, `redis::cmd("GET").arg(key)
+/// .query_async(..)`), as written.
+fn store_read_key(e: &Expr) -> Option<String> {
+    let text = |x: &Expr| {
+        quote::ToTokens::to_token_stream(match x {
+            Expr::Reference(r) => &*r.expr,
+            other => other,
+        })
+        .to_string()
+    };
+    match e {
+        Expr::Try(t) => store_read_key(&t.expr),
+        Expr::Await(a) => store_read_key(&a.base),
+        Expr::Paren(p) => store_read_key(&p.expr),
+        Expr::MethodCall(m) if m.method == "get" && m.args.len() == 1 => Some(text(&m.args[0])),
+        Expr::MethodCall(m) if m.method == "arg" && m.args.len() == 1 => {
+            // `cmd("GET").arg(key)`: the command's first argument.
+            let Expr::Call(c) = &*m.receiver else {
+                return store_read_key(&m.receiver);
+            };
+            let is_get = c.args.len() == 1
+                && matches!(&c.args[0], Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) if s.value().eq_ignore_ascii_case("GET"));
+            is_get.then(|| text(&m.args[0]))
+        }
+        Expr::MethodCall(m) => store_read_key(&m.receiver),
         _ => None,
     }
 }
