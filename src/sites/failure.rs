@@ -233,12 +233,12 @@ fn judge_state<'a>(
             }
             // `let claimed = match claim { Ok(rows) => rows, Err(e) => { report(e); Vec::new() } };`:
             // the failure is "nothing claimed", and the work that follows runs over nothing.
-            if arms
-                    .iter()
-                    .filter(|a| polarity_with(&a.pat, state.variant.as_deref()) != Polarity::Success)
-                    .filter(|a| !diverges_expr(&a.body))
-                    .all(|a| empty_collection(&a.body))
-            {
+            let nothing_claimed = arms
+                .iter()
+                .filter(|a| polarity_with(&a.pat, state.variant.as_deref()) != Polarity::Success)
+                .filter(|a| !diverges_expr(&a.body))
+                .all(|a| empty_collection(&a.body));
+            if nothing_claimed {
                 return Failure::Handled;
             }
             match bound.map(binding) {
@@ -264,7 +264,6 @@ fn renewal_lost_quietly(state: &State, branch: &[Stmt]) -> bool {
     state.renewal && state.in_loop && !has_work(branch) && !branch.iter().any(stmt_leaves_round)
 }
 
-/// The same for a `match` arm's body.
 /// Is the value of an arm an empty collection (`Vec::new()`, `vec![]`, `HashMap::default()`)?
 fn empty_collection(body: &Expr) -> bool {
     match body {
@@ -296,6 +295,7 @@ fn empty_collection(body: &Expr) -> bool {
     }
 }
 
+/// The same for a `match` arm's body.
 fn arm_lost_quietly(state: &State, body: &Expr) -> bool {
     match body {
         Expr::Block(b) => renewal_lost_quietly(state, &b.block.stmts),

@@ -156,10 +156,11 @@ pub(crate) fn lease_interval_ms(text: &str) -> Option<f64> {
         while let Some(i) = folded[from..].find(now).map(|i| from + i) {
             from = i + now.len();
             let rest = folded[from..].trim_start();
-            // `now() + …`, or `date_add(now(), …)`.
+            // `now() + …`, or `date_add(now(), …)` (not `date_sub`: a staleness test).
+            let added = folded[..i].trim_end().ends_with("date_add(");
             let Some(rest) = rest
                 .strip_prefix('+')
-                .or_else(|| rest.strip_prefix(','))
+                .or_else(|| rest.strip_prefix(',').filter(|_| added))
                 .map(str::trim_start)
             else {
                 continue;
@@ -464,6 +465,10 @@ mod tests {
         assert_eq!(
             lease_interval_ms("SET expires_at = DATE_ADD(NOW(), INTERVAL 90 SECOND)"),
             Some(90_000.0)
+        );
+        assert_eq!(
+            lease_interval_ms("WHERE expires_at < DATE_SUB(NOW(), INTERVAL 5 MINUTE)"),
+            None
         );
         assert_eq!(
             lease_interval_ms("SET expires_at = now() + $2 WHERE expires_at < now()"),

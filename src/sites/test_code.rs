@@ -102,6 +102,9 @@ pub fn is_test_path(crate_root: &Path, file: &Path) -> bool {
         && rel.components().count() > 1
 }
 
+/// Larger declaring files are not read for `mod` declarations.
+const MAX_DECLARING_FILE: u64 = 8 << 20;
+
 /// A file that is a module declared out of line under `#[cfg(test)]` (`#[cfg(test)] mod tests;`
 /// in `lib.rs` makes `src/tests.rs` or `src/tests/mod.rs` test code), or a module inside one.
 /// Read from the declaring file's text, so it holds whether or not that file was parsed.
@@ -123,6 +126,12 @@ pub fn declared_for_tests(crate_root: &Path, file: &Path) -> bool {
             dir.join("main.rs"),
         ];
         for parent in parents.iter().filter(|p| **p != file) {
+            // A regular file of source size only: a FIFO named `mod.rs` would block the read.
+            let readable = std::fs::metadata(parent)
+                .is_ok_and(|m| m.is_file() && m.len() <= MAX_DECLARING_FILE);
+            if !readable {
+                continue;
+            }
             let Ok(text) = std::fs::read(parent) else {
                 continue;
             };

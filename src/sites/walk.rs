@@ -2666,32 +2666,38 @@ fn compared_read(cond: &Expr) -> Option<HashSet<String>> {
 }
 
 /// The key of a `GET` the expression reads (`conn.get(key).await?`, `redis::cmd("GET").arg(key)
-/// .query_async(..)`), as written.
+/// .query_async(..).await?`), as written. Only a read that answers through `?` or `.await`
+/// counts: a map's `get` (`self.tokens.get(&key)`, this process's own token) answers at once.
 fn store_read_key(e: &Expr) -> Option<String> {
-    let text = |x: &Expr| {
-        quote::ToTokens::to_token_stream(match x {
-            Expr::Reference(r) => &*r.expr,
-            other => other,
-        })
-        .to_string()
-    };
-    match e {
-        Expr::Try(t) => store_read_key(&t.expr),
-        Expr::Await(a) => store_read_key(&a.base),
-        Expr::Paren(p) => store_read_key(&p.expr),
-        Expr::MethodCall(m) if m.method == "get" && m.args.len() == 1 => Some(text(&m.args[0])),
-        Expr::MethodCall(m) if m.method == "arg" && m.args.len() == 1 => {
-            // `cmd("GET").arg(key)`: the command's first argument.
-            let Expr::Call(c) = &*m.receiver else {
-                return store_read_key(&m.receiver);
-            };
-            let is_get = c.args.len() == 1
-                && matches!(&c.args[0], Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) if s.value().eq_ignore_ascii_case("GET"));
-            is_get.then(|| text(&m.args[0]))
+    fn key_of(e: &Expr, answered: bool) -> Option<String> {
+        let text = |x: &Expr| {
+            quote::ToTokens::to_token_stream(match x {
+                Expr::Reference(r) => &*r.expr,
+                other => other,
+            })
+            .to_string()
+        };
+        match e {
+            Expr::Try(t) => key_of(&t.expr, true),
+            Expr::Await(a) => key_of(&a.base, true),
+            Expr::Paren(p) => key_of(&p.expr, answered),
+            Expr::MethodCall(m) if m.method == "get" && m.args.len() == 1 => {
+                answered.then(|| text(&m.args[0]))
+            }
+            Expr::MethodCall(m) if m.method == "arg" && m.args.len() == 1 => {
+                // `cmd("GET").arg(key)`: the command's first argument.
+                let Expr::Call(c) = &*m.receiver else {
+                    return key_of(&m.receiver, answered);
+                };
+                let is_get = c.args.len() == 1
+                    && matches!(&c.args[0], Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) if s.value().eq_ignore_ascii_case("GET"));
+                (is_get && answered).then(|| text(&m.args[0]))
+            }
+            Expr::MethodCall(m) => key_of(&m.receiver, answered),
+            _ => None,
         }
-        Expr::MethodCall(m) => store_read_key(&m.receiver),
-        _ => None,
     }
+    key_of(e, false)
 }
 
 /// The local a condition tests as a plain "taken" flag: `locked`, `held.is_some()`,

@@ -74,37 +74,26 @@ impl Clocks<'_, '_, '_> {
     }
 }
 
-/// The first comparison in an expression with a clock reading on one side.
-struct Compared<'c, 'w, 'a, 'x> {
+/// The first clock reading on one side of a binary operation of the kind asked for: a
+/// comparison (`now > expires_at`) or a sum (`now + ttl`).
+struct FirstClock<'c, 'w, 'a, 'x> {
     clocks: &'c Clocks<'w, 'a, 'x>,
+    ops: fn(&syn::BinOp) -> bool,
     hit: Option<(Span, String)>,
 }
 
-impl<'ast> Visit<'ast> for Compared<'_, '_, '_, '_> {
-    fn visit_expr_binary(&mut self, b: &'ast syn::ExprBinary) {
-        use syn::BinOp::*;
-        if self.hit.is_none() && matches!(b.op, Lt(_) | Le(_) | Gt(_) | Ge(_)) {
-            self.hit = self
-                .clocks
-                .clock_in(&b.left)
-                .or_else(|| self.clocks.clock_in(&b.right));
-        }
-        syn::visit::visit_expr_binary(self, b);
-    }
-    fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
-    fn visit_item(&mut self, _: &'ast syn::Item) {}
+fn ordering(op: &syn::BinOp) -> bool {
+    use syn::BinOp::*;
+    matches!(op, Lt(_) | Le(_) | Gt(_) | Ge(_))
 }
 
-/// The first clock reading added to or subtracted from in an expression (`now + ttl`).
-struct Summed<'c, 'w, 'a, 'x> {
-    clocks: &'c Clocks<'w, 'a, 'x>,
-    hit: Option<(Span, String)>,
+fn sum(op: &syn::BinOp) -> bool {
+    matches!(op, syn::BinOp::Add(_) | syn::BinOp::Sub(_))
 }
 
-impl<'ast> Visit<'ast> for Summed<'_, '_, '_, '_> {
+impl<'ast> Visit<'ast> for FirstClock<'_, '_, '_, '_> {
     fn visit_expr_binary(&mut self, b: &'ast syn::ExprBinary) {
-        use syn::BinOp::*;
-        if self.hit.is_none() && matches!(b.op, Add(_) | Sub(_)) {
+        if self.hit.is_none() && (self.ops)(&b.op) {
             self.hit = self
                 .clocks
                 .clock_in(&b.left)
@@ -165,8 +154,9 @@ impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
                 .is_some_and(|n| expiry_like(&HashSet::new(), Some(n)))
             {
                 syn::visit::visit_local(self, l);
-                let mut cmp = Compared {
+                let mut cmp = FirstClock {
                     clocks: self,
+                    ops: ordering,
                     hit: None,
                 };
                 cmp.visit_expr(&init.expr);
@@ -206,12 +196,13 @@ impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
     fn visit_expr_assign(&mut self, a: &'ast syn::ExprAssign) {
         let target = quote::ToTokens::to_token_stream(&a.left).to_string();
         if expiry_like(&HashSet::new(), Some(&target)) {
-            let mut sum = Summed {
+            let mut summed = FirstClock {
                 clocks: self,
+                ops: sum,
                 hit: None,
             };
-            sum.visit_expr(&a.right);
-            if let Some(hit) = sum.hit
+            summed.visit_expr(&a.right);
+            if let Some(hit) = summed.hit
                 && !self.found.contains(&hit)
             {
                 self.found.push(hit);
