@@ -64,6 +64,9 @@ struct Indexed {
     /// What the walk reads across the file (struct field initialisers, test regions), found on
     /// the whole tree, for a file small enough to be parsed whole (it is blanked only then).
     whole: Option<(sites::FieldInits, sites::test_code::TestCode)>,
+    /// The file is a module declared under `#[cfg(test)]` elsewhere; asked once, by the first
+    /// analysis that finds something to report (it reads the declaring files).
+    declared_for_tests: std::sync::OnceLock<bool>,
 }
 
 pub struct Outcome {
@@ -1570,6 +1573,7 @@ fn index_one(job: &Job, text: String, prefilter: bool) -> Result<(Indexed, FileI
             pieces,
             layout,
             whole: across,
+            declared_for_tests: std::sync::OnceLock::new(),
         },
         fi,
     ))
@@ -1719,7 +1723,9 @@ fn analyze_one(
             let holds_any = !facts.sites.is_empty() || !facts.events.is_empty();
             if !tests.whole_file
                 && holds_any
-                && sites::test_code::declared_for_tests(&job.crate_root, &job.file.abs)
+                && *ix.declared_for_tests.get_or_init(|| {
+                    sites::test_code::declared_for_tests(&job.crate_root, &job.file.abs)
+                })
             {
                 tests.whole_file = true;
             }

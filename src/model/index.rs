@@ -331,18 +331,20 @@ fn fill_slots(t: Ty, args: &[Ty]) -> Ty {
     }
 }
 
-/// Replaces generic parameters by their bounds, at any depth.
-/// Does the block's tail read the wall clock: `SystemTime::now()`, `Utc::now()`, `Local::now()`,
-/// `OffsetDateTime::now_utc()`, through the conversions that keep its value a time
-/// (`.duration_since(UNIX_EPOCH)?.as_millis() as u64`, `.timestamp()`)?
-/// Words that make a comparison, or the function holding it, an expiry decision.
-const EXPIRY_WORDS: &[&str] = &[
-    "expir", "deadline", "lease", "valid", "ttl", "until", "timeout", "renew", "stale",
+/// Words that make a name or a comparison about a lock's expiry (the walk's clock reading uses
+/// them too).
+pub(crate) const EXPIRY_WORDS: &[&str] = &[
+    "expir", "deadline", "lease", "valid", "ttl", "until", "timeout",
 ];
 
+/// An expiry decision: a function or comparison that speaks of expiry, or of the renewal that
+/// staves it off.
 fn expiry_like(text: &str) -> bool {
     let t = text.to_ascii_lowercase();
-    EXPIRY_WORDS.iter().any(|w| t.contains(w))
+    EXPIRY_WORDS
+        .iter()
+        .chain(&["renew", "stale"])
+        .any(|w| t.contains(w))
 }
 
 /// A free function's part in expiry decisions: the parameters it compares with a deadline itself
@@ -494,6 +496,9 @@ fn close_deadline_fns(fns: Vec<DeadlineFn>) -> HashMap<String, Vec<usize>> {
         .collect()
 }
 
+/// Does the block's tail read the wall clock: `SystemTime::now()`, `Utc::now()`, `Local::now()`,
+/// `OffsetDateTime::now_utc()`, through the conversions that keep its value a time
+/// (`.duration_since(UNIX_EPOCH)?.as_millis() as u64`, `.timestamp()`)?
 fn clock_tail(block: &syn::Block) -> bool {
     fn reads(e: &syn::Expr) -> bool {
         match e {
@@ -526,6 +531,7 @@ fn clock_tail(block: &syn::Block) -> bool {
     matches!(block.stmts.last(), Some(syn::Stmt::Expr(e, None)) if reads(e))
 }
 
+/// Replaces generic parameters by their bounds, at any depth.
 pub fn substitute_bounds(t: Ty, bounds: &HashMap<String, Ty>) -> Ty {
     if bounds.is_empty() {
         return t;
@@ -1387,7 +1393,7 @@ impl CrateIndex {
     }
 
     /// The parameters through which a function of the crate decides an expiry (see
-    /// [`FileIndex::deadline_params`]).
+    /// [`FileIndex::deadline_fns`]).
     pub fn deadline_params(&self, path: &str) -> Option<&[usize]> {
         self.deadline_params
             .get(&self.through_reexports(self.settle(path)))

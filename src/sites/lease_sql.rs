@@ -41,12 +41,8 @@ pub(crate) fn lease_op(text: &str, vocab: &LeaseTable) -> Option<LeaseOp> {
         !holder(c) && !expiry(c) && vocab.stamp_columns.iter().any(|e| c.contains(e.as_str()))
     };
     let conditions = conditions(&sql);
-    let tests = |pred: &dyn Fn(&str) -> bool| {
-        conditions.iter().any(|cond| {
-            cond.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .any(|w| !w.is_empty() && pred(w))
-        })
-    };
+    let tests =
+        |pred: &dyn Fn(&str) -> bool| conditions.iter().any(|cond| names_column(cond, pred));
     if has("delete") && has("from") {
         return (tests(&holder) && table_is_lease(&sql, "from", vocab)).then_some(LeaseOp::Release);
     }
@@ -114,15 +110,19 @@ pub(crate) fn lease_op(text: &str, vocab: &LeaseTable) -> Option<LeaseOp> {
     None
 }
 
+/// Does SQL text name a column `pred` accepts (as a whole word)?
+fn names_column(text: &str, pred: &dyn Fn(&str) -> bool) -> bool {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .any(|w| !w.is_empty() && pred(w))
+}
+
 /// Does a condition ask for a row nobody holds (`holder IS NULL`, `holder = ''`)?
 fn holder_free(conditions: &[&str], holder: &dyn Fn(&str) -> bool) -> bool {
     conditions.iter().any(|cond| {
         cond.split(" or ")
             .flat_map(|p| p.split(" and "))
             .any(|part| {
-                part.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                    .any(|w| !w.is_empty() && holder(w))
-                    && (part.contains(" is null") || part.contains("= ''"))
+                names_column(part, holder) && (part.contains(" is null") || part.contains("= ''"))
             })
     })
 }
@@ -132,8 +132,7 @@ fn holder_free(conditions: &[&str], holder: &dyn Fn(&str) -> bool) -> bool {
 fn stale_test(conditions: &[&str], stamp: &dyn Fn(&str) -> bool) -> bool {
     conditions.iter().any(|cond| {
         cond.split(" and ").any(|part| {
-            part.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .any(|w| !w.is_empty() && stamp(w))
+            names_column(part, stamp)
                 && ["now()", "current_timestamp", "clock_timestamp()"]
                     .iter()
                     .any(|n| part.contains(n))

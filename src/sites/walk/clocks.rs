@@ -11,9 +11,7 @@ pub(super) struct Clocks<'w, 'a, 'c> {
     pub(super) lets: Vec<(String, Span, String)>,
 }
 
-const EXPIRY_WORDS: &[&str] = &[
-    "expir", "deadline", "lease", "valid", "ttl", "until", "timeout",
-];
+use crate::model::index::EXPIRY_WORDS;
 
 fn expiry_like(names: &HashSet<String>, extra: Option<&str>) -> bool {
     names.iter().map(String::as_str).chain(extra).any(|n| {
@@ -23,6 +21,26 @@ fn expiry_like(names: &HashSet<String>, extra: Option<&str>) -> bool {
 }
 
 impl Clocks<'_, '_, '_> {
+    /// Keeps a reading once.
+    fn record(&mut self, hit: Option<(Span, String)>) {
+        if let Some(hit) = hit
+            && !self.found.contains(&hit)
+        {
+            self.found.push(hit);
+        }
+    }
+
+    /// The first clock reading in `e` on a side of an operator `ops` accepts.
+    fn first_clock(&self, e: &Expr, ops: fn(&syn::BinOp) -> bool) -> Option<(Span, String)> {
+        let mut v = FirstClock {
+            clocks: self,
+            ops,
+            hit: None,
+        };
+        v.visit_expr(e);
+        v.hit
+    }
+
     /// `SystemTime::now()`, `Utc::now()`, `Local::now()`, `OffsetDateTime::now_utc()`, jiff's
     /// `Timestamp::now()` and `Zoned::now()`.
     fn wall_clock(&self, e: &Expr) -> Option<(Span, String)> {
@@ -154,17 +172,7 @@ impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
                 .is_some_and(|n| expiry_like(&HashSet::new(), Some(n)))
             {
                 syn::visit::visit_local(self, l);
-                let mut cmp = FirstClock {
-                    clocks: self,
-                    ops: ordering,
-                    hit: None,
-                };
-                cmp.visit_expr(&init.expr);
-                if let Some(hit) = cmp.hit
-                    && !self.found.contains(&hit)
-                {
-                    self.found.push(hit);
-                }
+                self.record(self.first_clock(&init.expr, ordering));
                 return;
             }
         }
@@ -172,7 +180,7 @@ impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
     }
 
     /// `is_claimable(&lease, me, now)` where the program's own function compares that argument
-    /// with the lease's renewal (see `FileIndex::deadline_params`).
+    /// with the lease's renewal (see `FileIndex::deadline_fns`).
     fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
         if let Expr::Path(p) = &*c.func
             && let Some(idx) = self.w.cx.index.deadline_params(&self.w.resolve(&p.path))
@@ -182,11 +190,7 @@ impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
                     Expr::Reference(r) => &*r.expr,
                     other => other,
                 });
-                if let Some(hit) = arg.and_then(|a| self.clock_in(a))
-                    && !self.found.contains(&hit)
-                {
-                    self.found.push(hit);
-                }
+                self.record(arg.and_then(|a| self.clock_in(a)));
             }
         }
         syn::visit::visit_expr_call(self, c);
@@ -196,17 +200,7 @@ impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
     fn visit_expr_assign(&mut self, a: &'ast syn::ExprAssign) {
         let target = quote::ToTokens::to_token_stream(&a.left).to_string();
         if expiry_like(&HashSet::new(), Some(&target)) {
-            let mut summed = FirstClock {
-                clocks: self,
-                ops: sum,
-                hit: None,
-            };
-            summed.visit_expr(&a.right);
-            if let Some(hit) = summed.hit
-                && !self.found.contains(&hit)
-            {
-                self.found.push(hit);
-            }
+            self.record(self.first_clock(&a.right, sum));
         }
         syn::visit::visit_expr_assign(self, a);
     }
@@ -222,8 +216,8 @@ impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
             names.extend(idents_in(&b.right));
             // Field names count too: `now > lock.expires_at`.
             let text = quote::ToTokens::to_token_stream(b).to_string();
-            if expiry_like(&names, Some(&text)) && !self.found.contains(&hit) {
-                self.found.push(hit);
+            if expiry_like(&names, Some(&text)) {
+                self.record(Some(hit));
             }
         }
         syn::visit::visit_expr_binary(self, b);
