@@ -395,6 +395,7 @@ pub fn call_words(packs: &PackSet) -> Words {
     packs.pipeline_builders.keys().for_each(|p| path(p));
     packs.script_builders.keys().for_each(|p| path(p));
     packs.macro_types.keys().for_each(|p| path(p));
+    packs.statement_builders.keys().for_each(|p| path(p));
     for p in &packs.packs {
         for d in &p.calls {
             d.function.iter().for_each(|f| path(f));

@@ -168,6 +168,12 @@ pub fn pack_triggers(packs: &PackSet) -> Vec<(String, Where)> {
                 (other, Where::Literal),
             ]
         }));
+        // … or by a query builder's statement (`diesel::update`), found through its crate.
+        paths.extend(
+            pack.lease_table
+                .iter()
+                .flat_map(|l| l.statement_builders.iter().map(String::as_str)),
+        );
         // A lease row is written in SQL text naming its holder column (`locked_by`).
         out.extend(
             pack.lease_table

@@ -4,9 +4,11 @@ use crate::config::RuleOptions;
 use crate::sites::Ttl;
 
 /// ## What it does
-/// Flags a lock with a finite TTL whose region contains a loop, a sleep, or a call configured as
-/// long-running (`[rules.unrenewed-long-operation] long-calls = ["*::import_file"]`), with no
-/// renewal of that lock in the region and no auto-renewing keeper. A renewal counts here even when
+/// Flags a lock with a finite TTL whose region contains a loop, a sleep, a call of the program's
+/// own that sleeps or loops over awaited calls (`replay_events(db).await`, whose body awaits
+/// each row), or a call configured as long-running (`[rules.unrenewed-long-operation]
+/// long-calls = ["*::import_file"]`), with no renewal of that lock in the region and no
+/// auto-renewing keeper. A renewal counts here even when
 /// `unchecked-renewal` flags it.
 ///
 /// ## Why it matters
@@ -30,7 +32,10 @@ use crate::sites::Ttl;
 /// ```
 ///
 /// ## Known limits
-/// Only loops, sleeps and configured calls count as long; an unbounded `await` on I/O does not.
+/// Only loops, sleeps, configured calls and direct calls of functions that sleep or loop over
+/// awaited calls count as long (one call deep: a helper's helper that loops does not); an
+/// unbounded `await` on I/O does not. A call of a lock operation (a retrying acquire wrapper)
+/// is the lock's event, not work.
 /// In an async function, a `for` loop that awaits nothing (rows mapped into values) counts as
 /// short, although a CPU-bound or blocking one can outlast a TTL too.
 /// A TTL over `long-deadline`'s limit is left to that rule: a lock held for a day was sized to

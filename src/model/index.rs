@@ -57,6 +57,9 @@ pub struct FileIndex {
     /// SystemTime::now().duration_since(UNIX_EPOCH)…as_millis() as u64 }`): calling one is a
     /// wall-clock read where the caller uses it.
     pub clock_fns: Vec<String>,
+    /// Functions and methods that wait or repeat I/O (a sleep, or a loop whose body awaits):
+    /// a call to one is long work under a lock its caller holds.
+    pub long_fns: Vec<String>,
     /// Free functions and what they do with their parameters for an expiry decision (see
     /// [`DeadlineFn`]); the crate index closes them over calls within each module.
     pub deadline_fns: Vec<DeadlineFn>,
@@ -499,6 +502,67 @@ fn close_deadline_fns(fns: Vec<DeadlineFn>) -> HashMap<String, Vec<usize>> {
 /// Does the block's tail read the wall clock: `SystemTime::now()`, `Utc::now()`, `Local::now()`,
 /// `OffsetDateTime::now_utc()`, through the conversions that keep its value a time
 /// (`.duration_since(UNIX_EPOCH)?.as_millis() as u64`, `.timestamp()`)?
+/// A pause written as under a second (`Duration::from_millis(5)`): a yield, not a wait.
+fn brief(e: &syn::Expr) -> bool {
+    let syn::Expr::Call(c) = e else { return false };
+    let syn::Expr::Path(p) = &*c.func else {
+        return false;
+    };
+    let Some(unit) = p.path.segments.last().map(|s| s.ident.to_string()) else {
+        return false;
+    };
+    let n = match c.args.first() {
+        Some(syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(i),
+            ..
+        })) => i.base10_parse::<u64>().ok(),
+        _ => None,
+    };
+    match (unit.as_str(), n) {
+        ("from_micros" | "from_nanos", _) => true,
+        ("from_millis", Some(ms)) => ms < 1_000,
+        _ => false,
+    }
+}
+
+/// Does a body wait or repeat I/O: a call to a `sleep`, or a `loop`, `while` or `for` whose body
+/// awaits? (Closures and nested items run elsewhere; a loop that only computes is not long.)
+fn waits(block: &syn::Block) -> bool {
+    use syn::visit::Visit;
+    #[derive(Default)]
+    struct Find {
+        found: bool,
+        loops: usize,
+    }
+    impl<'a> Visit<'a> for Find {
+        fn visit_expr(&mut self, e: &'a syn::Expr) {
+            if self.found {
+                return;
+            }
+            match e {
+                syn::Expr::Loop(_) | syn::Expr::While(_) | syn::Expr::ForLoop(_) => {
+                    self.loops += 1;
+                    syn::visit::visit_expr(self, e);
+                    self.loops -= 1;
+                }
+                syn::Expr::Await(_) if self.loops > 0 => self.found = true,
+                syn::Expr::Call(c)
+                    if matches!(&*c.func, syn::Expr::Path(p)
+                        if p.path.segments.last().is_some_and(|s| s.ident == "sleep")) =>
+                {
+                    self.found |= !c.args.first().is_some_and(brief)
+                }
+                syn::Expr::Closure(_) | syn::Expr::Async(_) => {}
+                _ => syn::visit::visit_expr(self, e),
+            }
+        }
+        fn visit_item(&mut self, _: &'a syn::Item) {}
+    }
+    let mut f = Find::default();
+    f.visit_block(block);
+    f.found
+}
+
 fn clock_tail(block: &syn::Block) -> bool {
     fn reads(e: &syn::Expr) -> bool {
         match e {
@@ -661,6 +725,7 @@ impl FileIndex {
                 cmd_builders,
                 text_fns,
                 clock_fns,
+                long_fns,
                 deadline_fns,
                 trait_fns,
             } = p;
@@ -682,6 +747,7 @@ impl FileIndex {
             out.cmd_builders.extend(cmd_builders);
             out.text_fns.extend(text_fns);
             out.clock_fns.extend(clock_fns);
+            out.long_fns.extend(long_fns);
             out.deadline_fns.extend(deadline_fns);
             out.trait_fns.extend(trait_fns);
         }
@@ -792,6 +858,9 @@ impl FileIndex {
                     if clock_tail(&f.block) {
                         self.clock_fns.push(path.clone());
                     }
+                    if waits(&f.block) {
+                        self.long_fns.push(path.clone());
+                    }
                     if let Some(ret) = ret_ty(&f.sig, imports, None) {
                         self.fns.push((path, ret));
                     }
@@ -894,6 +963,9 @@ impl FileIndex {
                                 self.text_fns.extend(text_tail(&path, &f.sig, &f.block));
                                 if clock_tail(&f.block) {
                                     self.clock_fns.push(path.clone());
+                                }
+                                if waits(&f.block) {
+                                    self.long_fns.push(path.clone());
                                 }
                                 if let Some(ret) = ret_ty(&f.sig, imports, Some(&self_ty)) {
                                     // Rust calls the inherent method when a trait's has its name.
@@ -1083,6 +1155,7 @@ pub struct CrateIndex {
     cmd_builders: HashMap<String, CmdBuilder>,
     text_fns: HashMap<String, String>,
     clock_fns: std::collections::HashSet<String>,
+    long_fns: std::collections::HashSet<String>,
     deadline_params: HashMap<String, Vec<usize>>,
 }
 
@@ -1108,6 +1181,7 @@ impl CrateIndex {
                 .extend(f.cmd_builders.into_iter().map(|b| (b.path.clone(), b)));
             idx.text_fns.extend(f.text_fns);
             idx.clock_fns.extend(f.clock_fns);
+            idx.long_fns.extend(f.long_fns);
             deadline_fns.extend(f.deadline_fns);
             for (path, fields) in f.variants {
                 idx.variants
@@ -1211,6 +1285,7 @@ impl CrateIndex {
         self.structs.contains_key(path)
             || self.aliases.contains_key(path)
             || self.fns.contains_key(path)
+            || self.long_fns.contains(path)
             || self.consts.contains_key(path)
             || self.traits.contains(path)
     }
@@ -1390,6 +1465,13 @@ impl CrateIndex {
         self.clock_fns
             .contains(&self.through_reexports(self.settle(path)))
             || self.clock_fns.contains(path)
+    }
+
+    /// Does a function of the crate wait or repeat I/O (see [`FileIndex::long_fns`])?
+    pub fn long_fn(&self, path: &str) -> bool {
+        self.long_fns
+            .contains(&self.through_reexports(self.settle(path)))
+            || self.long_fns.contains(path)
     }
 
     /// The parameters through which a function of the crate decides an expiry (see
@@ -1647,6 +1729,14 @@ impl CrateView {
         match self.dep_of(&path) {
             Some((_, view, inner)) => view.clock_fn(&inner),
             None => self.own.clock_fn(&path),
+        }
+    }
+
+    pub fn long_fn(&self, path: &str) -> bool {
+        let path = self.through_reexports(path.to_string());
+        match self.dep_of(&path) {
+            Some((_, view, inner)) => view.long_fn(&inner),
+            None => self.own.long_fn(&path),
         }
     }
 

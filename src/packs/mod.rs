@@ -48,6 +48,10 @@ pub struct LeaseTable {
     pub stamp_columns: Vec<String>,
     #[serde(default)]
     pub triggers: Vec<String>,
+    /// Functions starting a statement a query builder spells as method calls
+    /// (`diesel::update`): its chain is read as the SQL it builds (`sites::dsl_sql`).
+    #[serde(default)]
+    pub statement_builders: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -855,6 +859,8 @@ pub struct PackSet {
     pub sql_functions: HashMap<String, (usize, usize)>,
     /// The pack describing lease rows, if any.
     pub lease_table: Option<usize>,
+    /// Query builders' statement functions (`diesel::update`) -> the lease-row pack.
+    pub statement_builders: HashMap<String, usize>,
     /// Names of calls that run SQL text.
     pub sql_calls: HashMap<String, usize>,
     /// Last segments of the functions that wrap SQL text into a statement.
@@ -949,8 +955,11 @@ impl PackSet {
                     set.pipeline_builders.entry(b.clone()).or_default().push(pi);
                 }
             }
-            if pack.lease_table.is_some() {
+            if let Some(l) = &pack.lease_table {
                 set.lease_table.get_or_insert(pi);
+                for b in &l.statement_builders {
+                    set.statement_builders.entry(b.clone()).or_insert(pi);
+                }
             }
             for (si, s) in pack.sql.iter().enumerate() {
                 set.sql_functions

@@ -82,6 +82,9 @@ struct State {
     /// of it is trusted (the helper may report loss itself; a last re-expire after the work
     /// is common). Its answer tested and then ignored is still judged.
     wrapped_renewal: bool,
+    /// Flags the enclosing conditions require unset (`if !is_leader.load(..)`): a failed round
+    /// leaves them as they were, which is right.
+    unset: Vec<String>,
 }
 
 enum Step {
@@ -116,6 +119,7 @@ pub(super) fn judge<'a>(
         in_loop: w.in_loop(),
         renewal,
         wrapped_renewal: renewal && wrapped,
+        unset: w.unset_flags.clone(),
     };
     if success_variant.is_some() {
         state.layers.push(Layer::Variant);
@@ -224,6 +228,7 @@ fn judge_state<'a>(
             if bound.is_none()
                 && state.in_loop
                 && let Some(target) = stale_publication(arms, state.variant.as_deref())
+                && !state.unset.contains(&target)
             {
                 return Failure::Ignored {
                     reason: format!(
@@ -244,7 +249,7 @@ fn judge_state<'a>(
             match bound.map(binding) {
                 // `let lock = match … { Ok(l) => Some(l), Err(_) => None };` turns the failure into a
                 // value; what matters is whether that value is checked before the work.
-                Some(Binding::Name(name)) => follow(&name, State { layers: vec![Layer::Option], negated: false, variant: None, in_loop: state.in_loop, renewal: state.renewal, wrapped_renewal: state.wrapped_renewal }, rest, depth + 1),
+                Some(Binding::Name(name)) => follow(&name, State { layers: vec![Layer::Option], negated: false, variant: None, in_loop: state.in_loop, renewal: state.renewal, wrapped_renewal: state.wrapped_renewal, unset: state.unset.clone() }, rest, depth + 1),
                 Some(_) => Failure::Handled,
                 None if has_work(rest) => Failure::Ignored {
                     reason: "the failure arm neither returns nor propagates, and the code after the `match` runs without the lock".into(),

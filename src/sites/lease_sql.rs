@@ -410,6 +410,7 @@ mod tests {
             table_words: ["lock", "lease", "leader"].map(String::from).to_vec(),
             stamp_columns: vec!["heartbeat".to_string()],
             triggers: Vec::new(),
+            statement_builders: Vec::new(),
         }
     }
 

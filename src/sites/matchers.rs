@@ -64,6 +64,10 @@ pub(super) struct Matched<'a> {
     pub purpose: Option<(crate::directives::DeclaredPurpose, Option<String>)>,
     /// See `CallDef::success_variant`.
     pub success_variant: Option<String>,
+    /// The boolean parameter under which the function writes what makes this call an
+    /// acquisition (`if steal { spec.holder_identity = Some(me) }`): a call of the function
+    /// passing `false` for it only renews.
+    pub gate: Option<String>,
 }
 
 impl<'a> Matched<'a> {
@@ -99,6 +103,7 @@ impl<'a> Matched<'a> {
             pipeline: None,
             purpose: None,
             success_variant: None,
+            gate: None,
         }
     }
 }
@@ -276,6 +281,11 @@ pub(super) fn match_site<'a>(
                 return match_script(w, pi, &args, outward, Span::join(name_span, Span::of(c)));
             }
             let last = path.rsplit("::").next().unwrap_or(&path);
+            // `diesel::update(jobs.filter(..)).set((locked_by.eq(me), ..))`: the SQL it builds.
+            if w.cx.packs.statement_builders.contains_key(&path) {
+                let (text, key) = super::dsl_sql::statement(w, last, &args, outward)?;
+                return lease_match(w, &text, name_span, key);
+            }
             if w.cx.packs.sql_calls.contains_key(last) {
                 return match_sql(w, &args, outward, name_span, last)
                     .map(|found| on_pool(w, found, executor(outward)));
@@ -522,8 +532,11 @@ fn options_match(w: &Walker<'_, '_>, pack: usize, def: &CallDef, args: &[&Expr])
     }
     if let Some(i) = def.fields_arg {
         let Some(arg) = args.get(i) else { return false };
-        // The caller's object: this call is judged where the function is called.
-        if let Some(p) = super::fields::parameter(arg, &|n| w.is_param(n)) {
+        // The caller's object: this call is judged where the function is called. Unless the
+        // function changes it first (`lease.spec = Some(spec)`): what it writes decides.
+        if let Some(p) = super::fields::parameter(arg, &|n| w.is_param(n))
+            && crate::model::eval::Lookup::assigned_fields(w, &p.to_string()).is_empty()
+        {
             let api = def.method.clone().or_else(|| def.function.clone());
             if let Some(api) = api {
                 w.forwarded
@@ -559,11 +572,18 @@ fn options_match(w: &Walker<'_, '_>, pack: usize, def: &CallDef, args: &[&Expr])
     if !def.when_calls.is_empty() && when_calls(w, def, opt).is_none() {
         return false;
     }
+    // A wrapper gated by a boolean parameter: every call but one passing `false`.
+    if def.when.len() == 1 && def.when[0] == GATE_OPEN {
+        return !matches!(super::summary::peel_key(opt), Expr::Lit(syn::ExprLit { lit: syn::Lit::Bool(b), .. }) if !b.value);
+    }
     let names = ttl::names_in(w, opt);
     def.when
         .iter()
         .all(|wanted| names.iter().any(|n| n.eq_ignore_ascii_case(wanted)))
 }
+
+/// The `when` of a wrapper whose acquisition a boolean parameter gates (see `Matched::gate`).
+pub(super) const GATE_OPEN: &str = "!false";
 
 /// Does each `when-methods` pattern hold for one of these calls?
 fn methods_hold(w: &Walker<'_, '_>, def: &CallDef, calls: &[&syn::ExprMethodCall]) -> bool {
@@ -932,6 +952,20 @@ fn build<'a>(
     if def.held == Some(crate::packs::HeldIn::Receiver) {
         m.handle = false;
         m.key = receiver.map(super::summary::peel_key);
+    }
+    // An object the function changes before writing it, whose lock-taking field it sets only
+    // under a boolean parameter.
+    if let Some(p) = def
+        .fields_arg
+        .and_then(|i| args.get(i))
+        .and_then(|a| super::fields::parameter(a, &|n| w.is_param(n)))
+    {
+        m.gate = def
+            .when_fields
+            .iter()
+            .flat_map(|f| f.split('|'))
+            .filter(|f| !f.ends_with('='))
+            .find_map(|f| w.field_gate(&p.to_string(), f));
     }
     // A wrapper's call site inherits what the primitive inside it has.
     m.via = def.via.clone();

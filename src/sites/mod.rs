@@ -3,6 +3,7 @@
 //! type), never by a method name alone: `mutex.lock()` is not a site, `manager.lock(k, ttl)` is.
 
 mod command;
+mod dsl_sql;
 mod failure;
 mod fields;
 mod lease_sql;

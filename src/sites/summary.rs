@@ -477,6 +477,10 @@ fn pat_names(p: &syn::Pat, out: &mut HashSet<String>) {
 pub(super) fn works_after(body: &syn::Block, from: Pos, lock: &HashSet<String>) -> bool {
     struct Work<'l> {
         from: Pos,
+        /// Where the function returns after the acquisition, when the block holding it does
+        /// (`api.patch(..).await?; return Ok(true);`): code past it (another arm) never runs
+        /// after this acquisition.
+        until: Option<Pos>,
         found: bool,
         /// The lock's own names: reading its value (`resp.key()`) is reporting, not work.
         lock: &'l HashSet<String>,
@@ -487,7 +491,7 @@ pub(super) fn works_after(body: &syn::Block, from: Pos, lock: &HashSet<String>) 
     impl Work<'_> {
         fn after(&self, s: Span) -> bool {
             // `>=`: a match arm's region starts at its body's first token, which may be work.
-            start_of(s) >= self.from
+            start_of(s) >= self.from && self.until.is_none_or(|u| start_of(s) <= u)
         }
         fn of_lock(&self, n: &str) -> bool {
             self.lock.contains(n) || self.derived.contains(n)
@@ -563,6 +567,7 @@ pub(super) fn works_after(body: &syn::Block, from: Pos, lock: &HashSet<String>) 
                         && !of_lock
                         && !PLUMBING_FNS.contains(&last.ident.to_string().as_str())
                         && !records(&p.path)
+                        && !keeps_up(&last.ident.to_string())
                         && !last
                             .ident
                             .to_string()
@@ -615,9 +620,16 @@ pub(super) fn works_after(body: &syn::Block, from: Pos, lock: &HashSet<String>) 
             }
         }
         fn visit_item(&mut self, _: &'ast syn::Item) {}
+        fn visit_stmt(&mut self, s: &'ast Stmt) {
+            // What only tests compile in (a stall seam after the lock) is no production work.
+            if !super::test_code::is_test_stmt(s) {
+                syn::visit::visit_stmt(self, s);
+            }
+        }
     }
     let mut w = Work {
         from,
+        until: returns_after(body, from),
         found: false,
         lock,
         derived: HashSet::new(),
@@ -629,6 +641,38 @@ pub(super) fn works_after(body: &syn::Block, from: Pos, lock: &HashSet<String>) 
         w.visit_stmt(s);
     }
     w.found
+}
+
+/// The end of the `return` that ends the innermost block holding `from`, after it: what
+/// follows in the function is not reached from there.
+fn returns_after(body: &syn::Block, from: Pos) -> Option<Pos> {
+    struct Find {
+        from: Pos,
+        /// (block start, the return's end): the innermost block wins.
+        best: Option<(Pos, Pos)>,
+    }
+    impl<'ast> Visit<'ast> for Find {
+        fn visit_block(&mut self, b: &'ast syn::Block) {
+            let span = Span::of_block(b);
+            if start_of(span) <= self.from && self.from <= end_of(span) {
+                let ret = b.stmts.iter().find(|s| {
+                    matches!(s, Stmt::Expr(Expr::Return(_), _))
+                        && start_of(Span::of(*s)) >= self.from
+                });
+                if let Some(r) = ret
+                    && self.best.is_none_or(|(st, _)| st <= start_of(span))
+                {
+                    self.best = Some((start_of(span), end_of(Span::of(r))));
+                }
+            }
+            syn::visit::visit_block(self, b);
+        }
+        fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let mut f = Find { from, best: None };
+    f.visit_block(body);
+    f.best.map(|(_, end)| end)
 }
 
 fn chain_root(e: &Expr) -> Option<String> {
@@ -709,6 +753,16 @@ fn records(path: &syn::Path) -> bool {
             .any(|s| MODULES.contains(&s.ident.to_string().as_str()))
 }
 
+/// A free function that confirms or keeps up the lock just taken (`spawn_lock_heartbeat(..)`,
+/// `verify_quorum(..)`), as the receiver's own confirming methods do.
+fn keeps_up(name: &str) -> bool {
+    CONFIRMING.iter().any(|v| name.starts_with(v))
+        || (name.starts_with("spawn_") || name.starts_with("start_"))
+            && ["heartbeat", "keep", "renew", "refresh"]
+                .iter()
+                .any(|w| name.contains(w))
+}
+
 /// `self`, `&self`, `(*self)`.
 fn is_self(e: &Expr) -> bool {
     match e {
@@ -777,6 +831,9 @@ const PLUMBING_METHODS: &[&str] = &[
     "push",
     "set",
     "await",
+    // `enabled.then(|| spawn_heartbeat(..))`: the closure is judged on its own.
+    "then",
+    "then_some",
     "tick",
     // Accessors: reading an id or a key to keep beside the lock (`lease_id: lease.id()`).
     "id",

@@ -211,6 +211,28 @@ fn is_test_fn(attrs: &[syn::Attribute]) -> bool {
     }) || is_cfg_test(attrs)
 }
 
+/// A statement compiled only for tests (`#[cfg(test)] test_seam::stall().await;` inside a
+/// production function): not part of what the function does in production.
+pub(crate) fn is_test_stmt(s: &syn::Stmt) -> bool {
+    let attrs: &[syn::Attribute] = match s {
+        syn::Stmt::Local(l) => &l.attrs,
+        syn::Stmt::Macro(m) => &m.attrs,
+        syn::Stmt::Item(_) => return false,
+        syn::Stmt::Expr(e, _) => match e {
+            syn::Expr::Await(a) => &a.attrs,
+            syn::Expr::Call(c) => &c.attrs,
+            syn::Expr::MethodCall(m) => &m.attrs,
+            syn::Expr::Macro(m) => &m.attrs,
+            syn::Expr::Block(b) => &b.attrs,
+            syn::Expr::If(i) => &i.attrs,
+            syn::Expr::Assign(a) => &a.attrs,
+            syn::Expr::Try(t) => &t.attrs,
+            _ => return false,
+        },
+    };
+    !attrs.is_empty() && is_cfg_test(attrs)
+}
+
 /// `#[cfg(test)]`, or a `cfg` that holds only with `test` (`all(test, …)`).
 fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
     attrs.iter().any(|a| {

@@ -302,6 +302,7 @@ fn analyze_fn<'a>(
         events: Vec::new(),
         markers: Vec::new(),
         guards: region::Guards::default(),
+        unset_flags: Vec::new(),
         compared_reads: Vec::new(),
         holder_compared: false,
         store_reads: HashMap::new(),
@@ -321,6 +322,8 @@ fn analyze_fn<'a>(
         for_loops: Vec::new(),
         block_ends: Vec::new(),
         holdings: Vec::new(),
+        carried: HashMap::new(),
+        site_gates: HashMap::new(),
         saw_ttl_check: false,
         stmt_end: (0, 0),
         first_site: 0,
@@ -517,6 +520,9 @@ pub(super) struct Walker<'a, 'c> {
     /// Identifiers in the conditions around the current point (innermost first, shared with the
     /// markers: an `else if` chain of N branches holds N conditions, not N² copies).
     guards: region::Guards,
+    /// Flags the enclosing `if`s require unset where the current point runs (`if
+    /// !is_leader.load(..) { … }`): a round taken only then cannot leave them stale.
+    pub(super) unset_flags: Vec<String>,
     /// The names read by the `get` of each enclosing `if` that compares what it read
     /// (`if cache.get(key)? == Some(token) { cache.del(key) }`): a check before a release.
     compared_reads: Vec<HashSet<String>>,
@@ -564,6 +570,11 @@ pub(super) struct Walker<'a, 'c> {
     block_ends: Vec<Pos>,
     /// Sites of this function (index into `out.sites`) and how each is held.
     holdings: Vec<(usize, Holding)>,
+    /// Per site: the names a holding gained by a value made from it (`let led = lock.is_some()`),
+    /// which report on the lock rather than hold it.
+    carried: HashMap<usize, HashSet<String>>,
+    /// Per site: the boolean parameter that gates its acquisition (see `Matched::gate`).
+    site_gates: HashMap<usize, String>,
     /// Some keep-alive response of this function is checked with `.ttl()`.
     saw_ttl_check: bool,
     /// End of the statement being walked.
@@ -716,9 +727,10 @@ impl<'a, 'c> Walker<'a, 'c> {
         // A value computed from a lock's result carries it (`let acquired: bool = row.get(0)`),
         // unless the name it reads was rebound since (`let resp = lease_grant(..)`: `resp.id()`
         // is the lease's, not the lock's).
-        if init.is_some() {
+        if let Some(init) = init {
+            let report = tests_a_value(init);
             for n in &names {
-                self.carry_into(n, &mentioned);
+                self.carry_into(n, &mentioned, report);
             }
         }
         self.bind_types(pat, init, ty);
@@ -729,14 +741,28 @@ impl<'a, 'c> Walker<'a, 'c> {
     }
 
     /// A value made from a lock's names and written into `target` makes `target` one of them.
-    fn carry_into(&mut self, target: &str, mentioned: &HashSet<String>) {
-        for (i, (_, h)) in self.holdings.iter_mut().enumerate() {
+    /// `report`: the value says how the acquisition went (`lease.is_some()`), it does not name
+    /// the lock (`resp.key()`).
+    fn carry_into(&mut self, target: &str, mentioned: &HashSet<String>, report: bool) {
+        for (i, (site, h)) in self.holdings.iter_mut().enumerate() {
             let gone = self.rebound.get(&i);
-            if h.names
+            let read: Vec<&String> = h
+                .names
                 .iter()
-                .any(|n| mentioned.contains(n) && !gone.is_some_and(|g| g.contains(n)))
-            {
-                h.names.insert(target.to_string());
+                .filter(|n| mentioned.contains(*n) && !gone.is_some_and(|g| g.contains(*n)))
+                .collect();
+            if read.is_empty() {
+                continue;
+            }
+            // Made only from reports (`Runtime { leader }` of `leader = lease.is_some()`), a
+            // report too.
+            let carried = self.carried.get(site);
+            let of_reports = read.iter().all(|n| carried.is_some_and(|c| c.contains(*n)));
+            if h.names.insert(target.to_string()) && (report || of_reports) {
+                self.carried
+                    .entry(*site)
+                    .or_default()
+                    .insert(target.to_string());
             }
         }
     }
@@ -1027,6 +1053,9 @@ impl<'a, 'c> Walker<'a, 'c> {
         if let Some(arm) = self.arms.last() {
             self.site_arms.insert(self.out.sites.len(), arm.clone());
         }
+        if let Some(g) = m.gate.clone() {
+            self.site_gates.insert(self.out.sites.len(), g);
+        }
         self.holdings.push((self.out.sites.len(), holding));
         self.out.sites.push(Site {
             pack: m.pack,
@@ -1111,7 +1140,13 @@ impl<'a, 'c> Walker<'a, 'c> {
     /// Only when every acquisition of the function is in that arm: a function whose arms all
     /// acquire (`Mode::Fast => a(..), Mode::Slow => b(..)`) locks whatever its caller passes.
     fn arm_condition(&self, flow: Option<&FnFlow>, idx: usize) -> Option<(usize, String)> {
-        let arm = self.site_arms.get(&idx)?;
+        let Some(arm) = self.site_arms.get(&idx) else {
+            let gate = self.site_gates.get(&idx)?;
+            return Some((
+                flow?.param_index(gate)?,
+                super::matchers::GATE_OPEN.to_string(),
+            ));
+        };
         let same = (self.first_site..self.out.sites.len())
             .filter(|&i| self.out.sites[i].kind.is_acquisition())
             .all(|i| self.site_arms.get(&i) == Some(arm));
@@ -1295,9 +1330,18 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .key_names
                     .get(&region::start_of(site.span))
                     .is_some_and(|k| k.iter().any(|n| n != "self" && self.returned.contains(n)));
+            // Handed back only as a report made from it (`Runtime { leader: lease.is_some() }`)
+            // by a function that goes on working under the lock: the lock's user, not a wrapper.
+            let carried = self.carried.get(&idx);
+            let (reports, values): (Vec<&String>, Vec<&String>) = h
+                .names
+                .iter()
+                .filter(|n| self.returned.contains(*n))
+                .partition(|n| carried.is_some_and(|c| c.contains(*n)));
+            let names_returned = !values.is_empty()
+                || !reports.is_empty() && !summary::works_after(body, r.start, &h.names);
             let returned = self.returned_sites.contains(&idx)
-                || (!self.scoped_results.contains(&idx)
-                    && (h.names.iter().any(|n| self.returned.contains(n)) || key_returned));
+                || (!self.scoped_results.contains(&idx) && (names_returned || key_returned));
             // A task spawned to hold the lock (`start_leader_election(..)` spawning the loop
             // that campaigns, then returning): its caller starts the lock and holds nothing.
             // A task that takes a lock on each round of a loop (a cron loop) uses it itself:
@@ -1522,6 +1566,24 @@ impl<'a, 'c> Walker<'a, 'c> {
                     owner_checked: true,
                     library_purpose: library_purpose.clone(),
                 });
+            } else if at_fn_level
+                && self.out.sites[idx].region.release.is_none()
+                && self.out.sites[idx].release != crate::packs::ReleaseStyle::Guard
+                && self.out.wrappers.iter().any(|w| {
+                    w.canonical == self.canonical && w.library == self.out.sites[idx].library
+                })
+                && !summary::works_after(
+                    body,
+                    arm_start.unwrap_or(self.out.sites[idx].region.start),
+                    &h.names,
+                )
+            {
+                // Another branch of an acquire helper already summarised (`create` when the
+                // Lease is missing, `patch` when it expired), ending the function as that one
+                // does: judged at the helper's call sites too.
+                let in_place = self.cx.judged_in_place(self.out.sites[idx].span);
+                self.out.sites[idx].wrapped = !in_place;
+                self.out.sites[idx].region.escapes |= in_place;
             }
         }
         // A release wrapper: releases a lock its caller passes in (`fn release(&self, lock: &Lock)`);
@@ -1722,7 +1784,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                         mentioned.extend(format_captures(&l.value()));
                     }
                 }
-                self.carry_into(&target, &mentioned);
+                self.carry_into(&target, &mentioned, false);
             }
             for a in args.iter() {
                 self.set_use(a, Use::Escape);
@@ -2055,7 +2117,10 @@ impl<'a> Walker<'a, '_> {
                 let compared = compared_read(&i.cond);
                 let pushed = compared.is_some();
                 self.compared_reads.extend(compared);
+                let unset_before = self.unset_flags.len();
+                unset_flags(&i.cond, &mut self.unset_flags);
                 self.visit_block(&i.then_branch);
+                self.unset_flags.truncate(unset_before);
                 if pushed {
                     self.compared_reads.pop();
                 }
@@ -2241,7 +2306,13 @@ impl<'a> Walker<'a, '_> {
                         self.marker(MarkerKind::Drop(n), Span::of(e));
                     }
                     let shown = path.strip_prefix("crate::").unwrap_or(&path).to_string();
-                    if (self.cx.long_call)(&shown) {
+                    // Configured as long, or a function of the program that sleeps or loops
+                    // over awaited calls.
+                    // (A lock call of its own — a wrapper retrying an acquisition — is a lock
+                    // event, not work.)
+                    let waits = self.cx.index.long_fn(&path)
+                        && !self.cx.packs.functions.contains_key(&path);
+                    if (self.cx.long_call)(&shown) || waits {
                         self.marker(MarkerKind::LongCall(shown), Span::of(&*c.func));
                     }
                 }
@@ -2266,10 +2337,14 @@ impl<'a> Walker<'a, '_> {
                 let library_callee = owner
                     .as_ref()
                     .is_some_and(|t| self.cx.packs.is_library_type(&t.path));
+                let own_long = !self.cx.packs.methods.contains_key(&method)
+                    && owner
+                        .as_ref()
+                        .is_some_and(|o| self.cx.index.long_fn(&format!("{}::{method}", o.path)));
                 let shown = owner.map_or(method.clone(), |o| {
                     format!("{}::{method}", o.last_segment())
                 });
-                if (self.cx.long_call)(&shown) || (self.cx.long_call)(&method) {
+                if own_long || (self.cx.long_call)(&shown) || (self.cx.long_call)(&method) {
                     self.marker(MarkerKind::LongCall(shown), Span::of(&m.method));
                 }
                 self.call_args(e, m.args.iter(), library_callee);
@@ -2715,6 +2790,74 @@ fn positive_flag(cond: &Expr) -> Option<String> {
             }
         }
         _ => None,
+    }
+}
+
+/// Does a value test something (`lease.is_some()`, `a == b`, `matches!(r, Acquired)`)? Made
+/// from a lock, such a value reports on it.
+fn tests_a_value(e: &Expr) -> bool {
+    struct Find(bool);
+    impl<'ast> Visit<'ast> for Find {
+        fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+            self.0 |= m.args.is_empty()
+                && matches!(
+                    m.method.to_string().as_str(),
+                    "is_some" | "is_none" | "is_ok" | "is_err"
+                );
+            syn::visit::visit_expr_method_call(self, m);
+        }
+        fn visit_expr_binary(&mut self, b: &'ast syn::ExprBinary) {
+            self.0 |= matches!(b.op, syn::BinOp::Eq(_) | syn::BinOp::Ne(_));
+            syn::visit::visit_expr_binary(self, b);
+        }
+        fn visit_macro(&mut self, m: &'ast syn::Macro) {
+            self.0 |= m.path.is_ident("matches");
+        }
+        fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+    }
+    let mut f = Find(false);
+    f.visit_expr(e);
+    f.0
+}
+
+/// The flags a condition requires unset, of its `&&` parts: `!flag`, `!is_leader.load(..)`,
+/// `lease.is_none()`, `flag == false`; each by its last name (`self.leader` is `leader`).
+fn unset_flags(cond: &Expr, out: &mut Vec<String>) {
+    fn name(e: &Expr) -> Option<String> {
+        match e {
+            Expr::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
+            Expr::Field(f) => match &f.member {
+                syn::Member::Named(i) => Some(i.to_string()),
+                syn::Member::Unnamed(_) => name(&f.base),
+            },
+            Expr::Paren(p) => name(&p.expr),
+            Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => name(&u.expr),
+            // `flag.load(Ordering::Acquire)`, `leader.borrow()`: the flag read.
+            Expr::MethodCall(m)
+                if matches!(m.method.to_string().as_str(), "load" | "get" | "borrow") =>
+            {
+                name(&m.receiver)
+            }
+            _ => None,
+        }
+    }
+    match cond {
+        Expr::Paren(p) => unset_flags(&p.expr, out),
+        Expr::Binary(b) if matches!(b.op, syn::BinOp::And(_)) => {
+            unset_flags(&b.left, out);
+            unset_flags(&b.right, out);
+        }
+        Expr::Unary(u) if matches!(u.op, syn::UnOp::Not(_)) => out.extend(name(&u.expr)),
+        Expr::MethodCall(m) if m.args.is_empty() && m.method == "is_none" => {
+            out.extend(name(&m.receiver))
+        }
+        Expr::Binary(b)
+            if matches!(b.op, syn::BinOp::Eq(_))
+                && matches!(&*b.right, Expr::Lit(syn::ExprLit { lit: syn::Lit::Bool(v), .. }) if !v.value) =>
+        {
+            out.extend(name(&b.left))
+        }
+        _ => {}
     }
 }
 

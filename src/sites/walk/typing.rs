@@ -611,7 +611,10 @@ impl Lookup for Walker<'_, '_> {
 
     fn assigned_fields(&self, name: &str) -> Vec<(String, &Expr)> {
         match self.body {
-            Some(body) => assigned_fields(body, name),
+            Some(body) => assigned_fields(body, name)
+                .into_iter()
+                .map(|(f, v, _)| (f, v))
+                .collect(),
             None => Vec::new(),
         }
     }
@@ -692,13 +695,34 @@ fn expr_size(e: &Expr, limit: usize) -> usize {
     c.n
 }
 
+impl Walker<'_, '_> {
+    /// The parameter under which the function writes `field` (normalised, see
+    /// `fields::normalize`) into `name`, when every write of it is inside `if <param> { … }`.
+    pub(in crate::sites) fn field_gate(&self, name: &str, field: &str) -> Option<String> {
+        let want = crate::sites::fields::normalize(field);
+        let mut gates = assigned_fields(self.body?, name)
+            .into_iter()
+            .filter(|(f, _, _)| crate::sites::fields::normalize(f) == want)
+            .map(|(_, _, gate)| gate);
+        let first = gates.next()??;
+        (gates.all(|g| g.as_deref() == Some(first.as_str())) && self.is_param(&first))
+            .then_some(first)
+    }
+}
+
 /// The fields assigned in `body` to `name` or to what borrows from it (`if let Some(ref mut s)
-/// = name.spec`, `let s = name.spec.as_mut().unwrap()`), in order: (field, value).
-fn assigned_fields<'b>(body: &'b syn::Block, name: &str) -> Vec<(String, &'b Expr)> {
+/// = name.spec`, `let s = name.spec.as_mut().unwrap()`), in order: (field, value, the plain
+/// name the innermost enclosing `if` tests, if any).
+fn assigned_fields<'b>(
+    body: &'b syn::Block,
+    name: &str,
+) -> Vec<(String, &'b Expr, Option<String>)> {
     use syn::visit::Visit;
     struct Assigned<'b> {
         roots: HashSet<String>,
-        out: Vec<(String, &'b Expr)>,
+        out: Vec<(String, &'b Expr, Option<String>)>,
+        /// The enclosing `if`s' conditions, when each is a plain name (`if steal`).
+        conds: Vec<Option<String>>,
     }
     fn root(e: &Expr) -> Option<String> {
         match e {
@@ -737,15 +761,31 @@ fn assigned_fields<'b>(body: &'b syn::Block, name: &str) -> Vec<(String, &'b Exp
                 && let syn::Member::Named(field) = &f.member
                 && root(&f.base).is_some_and(|r| self.roots.contains(&r))
             {
-                self.out.push((field.to_string(), &a.right));
+                self.out.push((
+                    field.to_string(),
+                    &a.right,
+                    self.conds.last().cloned().flatten(),
+                ));
             }
             syn::visit::visit_expr_assign(self, a);
+        }
+        fn visit_expr_if(&mut self, i: &'b syn::ExprIf) {
+            self.visit_expr(&i.cond);
+            self.conds.push(plain_name(&i.cond));
+            self.visit_block(&i.then_branch);
+            self.conds.pop();
+            self.conds.push(None);
+            if let Some((_, e)) = &i.else_branch {
+                self.visit_expr(e);
+            }
+            self.conds.pop();
         }
         fn visit_item(&mut self, _: &'b syn::Item) {}
     }
     let mut v = Assigned {
         roots: HashSet::from([name.to_string()]),
         out: Vec::new(),
+        conds: Vec::new(),
     };
     v.visit_block(body);
     v.out
