@@ -60,6 +60,10 @@ pub struct FileIndex {
     /// Functions and methods that wait or repeat I/O (a sleep, or a loop whose body awaits):
     /// a call to one is long work under a lock its caller holds.
     pub long_fns: Vec<String>,
+    /// Free functions whose whole body is one call (`fn put_with_lease(k, v, id) -> TxnOp {
+    /// TxnOp::put(k, v, Some(PutOptions::new().with_lease(id))) }`): path -> parameter names
+    /// and the call's source, read in place of a call to them where a pack looks for calls.
+    pub call_fns: Vec<(String, Vec<String>, String)>,
     /// Free functions and what they do with their parameters for an expiry decision (see
     /// [`DeadlineFn`]); the crate index closes them over calls within each module.
     pub deadline_fns: Vec<DeadlineFn>,
@@ -502,6 +506,31 @@ fn close_deadline_fns(fns: Vec<DeadlineFn>) -> HashMap<String, Vec<usize>> {
 /// Does the block's tail read the wall clock: `SystemTime::now()`, `Utc::now()`, `Local::now()`,
 /// `OffsetDateTime::now_utc()`, through the conversions that keep its value a time
 /// (`.duration_since(UNIX_EPOCH)?.as_millis() as u64`, `.timestamp()`)?
+/// A free function whose body is one call, with its parameters' names (see
+/// [`FileIndex::call_fns`]).
+fn call_tail(
+    path: &str,
+    sig: &syn::Signature,
+    body: &syn::Block,
+) -> Option<(String, Vec<String>, String)> {
+    let [syn::Stmt::Expr(tail @ Expr::Call(_), None)] = body.stmts.as_slice() else {
+        return None;
+    };
+    let mut params = Vec::new();
+    for input in &sig.inputs {
+        let syn::FnArg::Typed(pt) = input else {
+            return None;
+        };
+        let syn::Pat::Ident(id) = &*pt.pat else {
+            return None;
+        };
+        params.push(id.ident.to_string());
+    }
+    let text = quote::ToTokens::to_token_stream(tail).to_string();
+    // A helper of a few lines, not a program.
+    (text.len() <= 2_000).then(|| (path.to_string(), params, text))
+}
+
 /// A pause written as under a second (`Duration::from_millis(5)`): a yield, not a wait.
 fn brief(e: &syn::Expr) -> bool {
     let syn::Expr::Call(c) = e else { return false };
@@ -726,6 +755,7 @@ impl FileIndex {
                 text_fns,
                 clock_fns,
                 long_fns,
+                call_fns,
                 deadline_fns,
                 trait_fns,
             } = p;
@@ -748,6 +778,7 @@ impl FileIndex {
             out.text_fns.extend(text_fns);
             out.clock_fns.extend(clock_fns);
             out.long_fns.extend(long_fns);
+            out.call_fns.extend(call_fns);
             out.deadline_fns.extend(deadline_fns);
             out.trait_fns.extend(trait_fns);
         }
@@ -861,6 +892,7 @@ impl FileIndex {
                     if waits(&f.block) {
                         self.long_fns.push(path.clone());
                     }
+                    self.call_fns.extend(call_tail(&path, &f.sig, &f.block));
                     if let Some(ret) = ret_ty(&f.sig, imports, None) {
                         self.fns.push((path, ret));
                     }
@@ -1156,6 +1188,7 @@ pub struct CrateIndex {
     text_fns: HashMap<String, String>,
     clock_fns: std::collections::HashSet<String>,
     long_fns: std::collections::HashSet<String>,
+    call_fns: HashMap<String, (Vec<String>, String)>,
     deadline_params: HashMap<String, Vec<usize>>,
 }
 
@@ -1182,6 +1215,11 @@ impl CrateIndex {
             idx.text_fns.extend(f.text_fns);
             idx.clock_fns.extend(f.clock_fns);
             idx.long_fns.extend(f.long_fns);
+            idx.call_fns.extend(
+                f.call_fns
+                    .into_iter()
+                    .map(|(p, params, text)| (p, (params, text))),
+            );
             deadline_fns.extend(f.deadline_fns);
             for (path, fields) in f.variants {
                 idx.variants
@@ -1286,6 +1324,7 @@ impl CrateIndex {
             || self.aliases.contains_key(path)
             || self.fns.contains_key(path)
             || self.long_fns.contains(path)
+            || self.call_fns.contains_key(path)
             || self.consts.contains_key(path)
             || self.traits.contains(path)
     }
@@ -1465,6 +1504,14 @@ impl CrateIndex {
         self.clock_fns
             .contains(&self.through_reexports(self.settle(path)))
             || self.clock_fns.contains(path)
+    }
+
+    /// The parameters and call of a function of the crate whose body is one call (see
+    /// [`FileIndex::call_fns`]).
+    pub fn call_fn(&self, path: &str) -> Option<&(Vec<String>, String)> {
+        self.call_fns
+            .get(&self.through_reexports(self.settle(path)))
+            .or_else(|| self.call_fns.get(path))
     }
 
     /// Does a function of the crate wait or repeat I/O (see [`FileIndex::long_fns`])?
@@ -1729,6 +1776,14 @@ impl CrateView {
         match self.dep_of(&path) {
             Some((_, view, inner)) => view.clock_fn(&inner),
             None => self.own.clock_fn(&path),
+        }
+    }
+
+    pub fn call_fn(&self, path: &str) -> Option<&(Vec<String>, String)> {
+        let path = self.through_reexports(path.to_string());
+        match self.dep_of(&path) {
+            Some((_, view, inner)) => view.call_fn(&inner),
+            None => self.own.call_fn(&path),
         }
     }
 

@@ -338,6 +338,8 @@ pub(super) fn match_site<'a>(
 }
 
 fn api_of_path(path: &str) -> String {
+    // A function at the crate's root is named alone (`spawn_election`, not `crate::…`).
+    let path = path.strip_prefix("crate::").unwrap_or(path);
     let mut parts: Vec<&str> = path.rsplit("::").take(2).collect();
     parts.reverse();
     parts.join("::")

@@ -226,6 +226,15 @@ fn reachable<'a>(w: &Walker<'a, '_>, roots: &[&'a Expr]) -> Vec<&'a Expr> {
                 todo.extend(args.iter());
             }
         }
+        // `put_with_lease(key, holder, id)`: the one call a helper of the program makes, with
+        // the caller's arguments in place of its parameters.
+        let mut calls = FnCalls::default();
+        calls.visit_expr(e);
+        for c in calls.0 {
+            if let Some(inlined) = inline_call(w, c) {
+                todo.push(inlined);
+            }
+        }
         let mut idents = Idents::default();
         idents.visit_expr(e);
         for name in idents.0 {
@@ -237,6 +246,65 @@ fn reachable<'a>(w: &Walker<'a, '_>, roots: &[&'a Expr]) -> Vec<&'a Expr> {
         }
     }
     out
+}
+
+/// A call of a program function whose body is one call (`model::FileIndex::call_fns`), as
+/// that call with the arguments' tokens in place of the parameters.
+fn inline_call<'a>(w: &Walker<'a, '_>, c: &syn::ExprCall) -> Option<&'a Expr> {
+    use proc_macro2::{Group, TokenStream, TokenTree};
+    let Expr::Path(f) = &*c.func else { return None };
+    let (params, text) = w.cx.index.call_fn(&w.resolve(&f.path))?;
+    if params.len() != c.args.len() {
+        return None;
+    }
+    // The helper's own tokens take the call's place in the source; the arguments keep theirs.
+    fn substitute(
+        ts: TokenStream,
+        params: &[String],
+        args: &[TokenStream],
+        at: proc_macro2::Span,
+    ) -> TokenStream {
+        ts.into_iter()
+            .map(|t| {
+                let mut t = match t {
+                    TokenTree::Ident(i) => match params.iter().position(|p| i == p) {
+                        Some(k) => TokenTree::Group(Group::new(
+                            proc_macro2::Delimiter::Parenthesis,
+                            args[k].clone(),
+                        )),
+                        None => TokenTree::Ident(i),
+                    },
+                    TokenTree::Group(g) => TokenTree::Group(Group::new(
+                        g.delimiter(),
+                        substitute(g.stream(), params, args, at),
+                    )),
+                    other => other,
+                };
+                t.set_span(at);
+                t
+            })
+            .collect()
+    }
+    let body: TokenStream = text.parse().ok()?;
+    let args: Vec<TokenStream> = c
+        .args
+        .iter()
+        .map(quote::ToTokens::to_token_stream)
+        .collect();
+    let at = syn::spanned::Spanned::span(&c.func);
+    let expr = syn::parse2::<Expr>(substitute(body, params, &args, at)).ok()?;
+    Some(w.keep(expr))
+}
+
+/// The calls in an expression.
+#[derive(Default)]
+struct FnCalls<'a>(Vec<&'a syn::ExprCall>);
+
+impl<'a> Visit<'a> for FnCalls<'a> {
+    fn visit_expr_call(&mut self, c: &'a syn::ExprCall) {
+        self.0.push(c);
+        syn::visit::visit_expr_call(self, c);
+    }
 }
 
 /// The macros in an expression, not inside one another.
