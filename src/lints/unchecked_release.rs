@@ -13,7 +13,11 @@ use crate::report::{Edit, Fix};
 /// is fine; `pg_advisory_unlock*` and etcd's `unlock` (whose key
 /// embeds the holder's lease) are releases that prove ownership.
 /// A compare-and-delete given the value the code just read from the key (`let cur =
-/// con.get(&key)?; … .arg(&cur)`) compares that value with itself: it is reported too.
+/// con.get(&key)?; … .arg(&cur)`) compares that value with itself: it is reported too. A
+/// Kubernetes Lease deleted without a precondition, or patched with its holder cleared and no
+/// `resourceVersion`, is one too, unless the function compared the holder first (`if
+/// !self.are_we_leading(&lease)? { return … }`); so is a lease row whose holder and expiry are
+/// cleared without testing the holder.
 ///
 /// ## Why it matters
 /// If the holder paused past its TTL, the key now belongs to someone else, and a plain `DEL`

@@ -2861,7 +2861,8 @@ fn unset_flags(cond: &Expr, out: &mut Vec<String>) {
     }
 }
 
-/// Does a condition compare a holder or owner (`current_holder != me`, `!holder.eq(&id)`)?
+/// Does a condition compare a holder or owner (`current_holder != me`, `!holder.eq(&id)`), or
+/// ask a predicate of the program that does (`are_we_leading(&lease)`)?
 fn compares_holder(cond: &Expr) -> bool {
     let text = quote::ToTokens::to_token_stream(cond)
         .to_string()
@@ -2870,6 +2871,10 @@ fn compares_holder(cond: &Expr) -> bool {
         && ["==", "!=", ". eq (", ". ne ("]
             .iter()
             .any(|op| text.contains(op))
+        // A predicate of the program asked of the object (`if !self.are_we_leading(&lease)?`).
+        || ["leading (", "is_leader (", "is_holder (", "is_owner (", "is_ours ("]
+            .iter()
+            .any(|p| text.contains(p))
 }
 
 /// The function body's last statement, when it is a `loop` that no `break` leaves (nested
