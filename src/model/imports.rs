@@ -298,6 +298,11 @@ pub fn parent(path: &str) -> &str {
     path.rfind("::").map_or("crate", |i| &path[..i])
 }
 
+/// A path's segments as names (`diesel::dsl::now` -> `["diesel", "dsl", "now"]`).
+pub fn segment_names(path: &syn::Path) -> Vec<String> {
+    path.segments.iter().map(|s| s.ident.to_string()).collect()
+}
+
 pub fn first_segment(path: &str) -> &str {
     path.split("::").next().unwrap_or(path)
 }

@@ -17,6 +17,7 @@ use syn::Expr;
 
 use super::summary::peel_key;
 use super::walk::Walker;
+use crate::model::imports::segment_names;
 
 /// What a statement builder call starts, by its function's last segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,12 +136,7 @@ impl<'a> Render<'_, 'a, '_> {
                     cur = peel_key(init);
                 }
                 Expr::Path(p) => {
-                    let segs: Vec<String> = p
-                        .path
-                        .segments
-                        .iter()
-                        .map(|s| s.ident.to_string())
-                        .collect();
+                    let segs = segment_names(&p.path);
                     // `jobs::table`, `schema::jobs::table`, `jobs` (from `jobs::dsl::*`).
                     let name = match segs.as_slice() {
                         [.., t, last] if last == "table" => t.clone(),
@@ -300,12 +296,7 @@ impl<'a> Render<'_, 'a, '_> {
 fn is_clock(e: &Expr) -> bool {
     match peel_key(e) {
         Expr::Path(p) => {
-            let segs: Vec<String> = p
-                .path
-                .segments
-                .iter()
-                .map(|s| s.ident.to_string())
-                .collect();
+            let segs = segment_names(&p.path);
             matches!(segs.as_slice(), [n] if n == "now")
                 || matches!(segs.as_slice(), [.., d, n] if d == "dsl" && n == "now")
         }

@@ -281,12 +281,7 @@ fn empty_collection(body: &Expr) -> bool {
             let Expr::Path(p) = &*c.func else {
                 return false;
             };
-            let segs: Vec<String> = p
-                .path
-                .segments
-                .iter()
-                .map(|s| s.ident.to_string())
-                .collect();
+            let segs = crate::model::imports::segment_names(&p.path);
             matches!(
                 segs.iter().map(String::as_str).collect::<Vec<_>>()[..],
                 [
@@ -367,23 +362,26 @@ pub(super) fn publishing(method: &str) -> bool {
     )
 }
 
+/// The last name of a place (`flag`, `self.leader`, `*state`, `&tx`): what a flag or channel
+/// is known by.
+pub(super) fn last_name(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
+        Expr::Field(f) => match &f.member {
+            syn::Member::Named(i) => Some(i.to_string()),
+            syn::Member::Unnamed(_) => last_name(&f.base),
+        },
+        Expr::Unary(u) => last_name(&u.expr),
+        Expr::Paren(p) => last_name(&p.expr),
+        Expr::Reference(r) => last_name(&r.expr),
+        _ => None,
+    }
+}
+
 /// The last name of what `e` publishes to: a flag stored, a channel sent on, a place assigned
 /// through a dereference or a field.
 fn published_through(e: &Expr) -> Option<String> {
     struct Find(Option<String>);
-    fn last_name(e: &Expr) -> Option<String> {
-        match e {
-            Expr::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
-            Expr::Field(f) => match &f.member {
-                syn::Member::Named(i) => Some(i.to_string()),
-                syn::Member::Unnamed(_) => last_name(&f.base),
-            },
-            Expr::Unary(u) => last_name(&u.expr),
-            Expr::Paren(p) => last_name(&p.expr),
-            Expr::Reference(r) => last_name(&r.expr),
-            _ => None,
-        }
-    }
     impl<'ast> syn::visit::Visit<'ast> for Find {
         fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
             if publishing(&m.method.to_string()) && self.0.is_none() {

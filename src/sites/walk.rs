@@ -2307,9 +2307,8 @@ impl<'a> Walker<'a, '_> {
                     }
                     let shown = path.strip_prefix("crate::").unwrap_or(&path).to_string();
                     // Configured as long, or a function of the program that sleeps or loops
-                    // over awaited calls.
-                    // (A lock call of its own — a wrapper retrying an acquisition — is a lock
-                    // event, not work.)
+                    // over awaited calls (unless it is a lock call itself: a wrapper retrying
+                    // an acquisition is the lock's event, not work).
                     let waits = self.cx.index.long_fn(&path)
                         && !self.cx.packs.functions.contains_key(&path);
                     if (self.cx.long_call)(&shown) || waits {
@@ -2825,20 +2824,13 @@ fn tests_a_value(e: &Expr) -> bool {
 fn unset_flags(cond: &Expr, out: &mut Vec<String>) {
     fn name(e: &Expr) -> Option<String> {
         match e {
-            Expr::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
-            Expr::Field(f) => match &f.member {
-                syn::Member::Named(i) => Some(i.to_string()),
-                syn::Member::Unnamed(_) => name(&f.base),
-            },
-            Expr::Paren(p) => name(&p.expr),
-            Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => name(&u.expr),
             // `flag.load(Ordering::Acquire)`, `leader.borrow()`: the flag read.
             Expr::MethodCall(m)
                 if matches!(m.method.to_string().as_str(), "load" | "get" | "borrow") =>
             {
                 name(&m.receiver)
             }
-            _ => None,
+            other => super::failure::last_name(other),
         }
     }
     match cond {
