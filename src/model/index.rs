@@ -503,9 +503,6 @@ fn close_deadline_fns(fns: Vec<DeadlineFn>) -> HashMap<String, Vec<usize>> {
         .collect()
 }
 
-/// Does the block's tail read the wall clock: `SystemTime::now()`, `Utc::now()`, `Local::now()`,
-/// `OffsetDateTime::now_utc()`, through the conversions that keep its value a time
-/// (`.duration_since(UNIX_EPOCH)?.as_millis() as u64`, `.timestamp()`)?
 /// A free function whose body is one call, with its parameters' names (see
 /// [`FileIndex::call_fns`]).
 fn call_tail(
@@ -592,6 +589,9 @@ fn waits(block: &syn::Block) -> bool {
     f.found
 }
 
+/// Does the block's tail read the wall clock: `SystemTime::now()`, `Utc::now()`, `Local::now()`,
+/// `OffsetDateTime::now_utc()`, through the conversions that keep its value a time
+/// (`.duration_since(UNIX_EPOCH)?.as_millis() as u64`, `.timestamp()`)?
 fn clock_tail(block: &syn::Block) -> bool {
     fn reads(e: &syn::Expr) -> bool {
         match e {
@@ -1755,52 +1755,45 @@ impl CrateView {
         }
     }
 
-    pub fn cmd_builder(&self, path: &str) -> Option<&CmdBuilder> {
+    /// The index of the crate that owns a function, and the function's path there: questions
+    /// whose answers name nothing of that crate (a flag, a text, parameter positions) are
+    /// asked of it directly.
+    fn owner_index(&self, path: &str) -> (&CrateIndex, String) {
         let path = self.through_reexports(path.to_string());
         match self.dep_of(&path) {
-            Some((_, view, inner)) => view.cmd_builder(&inner),
-            None => self.own.cmd_builder(&path),
+            Some((_, view, inner)) => view.owner_index(&inner),
+            None => (&self.own, path),
         }
+    }
+
+    pub fn cmd_builder(&self, path: &str) -> Option<&CmdBuilder> {
+        let (index, path) = self.owner_index(path);
+        index.cmd_builder(&path)
     }
 
     pub fn text_fn(&self, path: &str) -> Option<&str> {
-        let path = self.through_reexports(path.to_string());
-        match self.dep_of(&path) {
-            Some((_, view, inner)) => view.text_fn(&inner),
-            None => self.own.text_fn(&path),
-        }
+        let (index, path) = self.owner_index(path);
+        index.text_fn(&path)
     }
 
     pub fn clock_fn(&self, path: &str) -> bool {
-        let path = self.through_reexports(path.to_string());
-        match self.dep_of(&path) {
-            Some((_, view, inner)) => view.clock_fn(&inner),
-            None => self.own.clock_fn(&path),
-        }
+        let (index, path) = self.owner_index(path);
+        index.clock_fn(&path)
     }
 
     pub fn call_fn(&self, path: &str) -> Option<&(Vec<String>, String)> {
-        let path = self.through_reexports(path.to_string());
-        match self.dep_of(&path) {
-            Some((_, view, inner)) => view.call_fn(&inner),
-            None => self.own.call_fn(&path),
-        }
+        let (index, path) = self.owner_index(path);
+        index.call_fn(&path)
     }
 
     pub fn long_fn(&self, path: &str) -> bool {
-        let path = self.through_reexports(path.to_string());
-        match self.dep_of(&path) {
-            Some((_, view, inner)) => view.long_fn(&inner),
-            None => self.own.long_fn(&path),
-        }
+        let (index, path) = self.owner_index(path);
+        index.long_fn(&path)
     }
 
     pub fn deadline_params(&self, path: &str) -> Option<Vec<usize>> {
-        let path = self.through_reexports(path.to_string());
-        match self.dep_of(&path) {
-            Some((_, view, inner)) => view.deadline_params(&inner),
-            None => self.own.deadline_params(&path).map(<[usize]>::to_vec),
-        }
+        let (index, path) = self.owner_index(path);
+        index.deadline_params(&path).map(<[usize]>::to_vec)
     }
 
     pub fn fn_return(&self, path: &str) -> Option<Ty> {

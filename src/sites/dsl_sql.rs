@@ -77,11 +77,7 @@ pub(super) fn statement<'a>(
             _ => break,
         }
     }
-    let wheres = if conds.is_empty() {
-        String::new()
-    } else {
-        format!(" where {}", conds.join(" and "))
-    };
+    let wheres = where_clause(&conds);
     let sql = match verb {
         Verb::Update if !sets.is_empty() => {
             format!("update {table} set {}{wheres}", sets.join(", "))
@@ -95,6 +91,15 @@ pub(super) fn statement<'a>(
         _ => return None,
     };
     Some((sql, r.key))
+}
+
+/// ` where a and b`, or nothing for no conditions.
+fn where_clause(conds: &[String]) -> String {
+    if conds.is_empty() {
+        String::new()
+    } else {
+        format!(" where {}", conds.join(" and "))
+    }
 }
 
 struct Render<'w, 'a, 'b> {
@@ -218,11 +223,7 @@ impl<'a> Render<'_, 'a, '_> {
                         let col = self.column(&m.receiver);
                         return match self.source(&m.args[0]) {
                             Some((t, conds, lock)) if !conds.is_empty() || !lock.is_empty() => {
-                                let wheres = if conds.is_empty() {
-                                    String::new()
-                                } else {
-                                    format!(" where {}", conds.join(" and "))
-                                };
+                                let wheres = where_clause(&conds);
                                 format!("{col} in (select {col} from {t}{wheres}{lock})")
                             }
                             _ => format!("{col} in ($)"),

@@ -408,14 +408,7 @@ pub(super) fn lease_names(w: &Walker<'_, '_>, arg: &Expr) -> std::collections::H
 
 /// The function calls in an expression and the locals it is built from.
 pub(super) fn calls_in<'a>(w: &Walker<'a, '_>, e: &'a Expr) -> Vec<&'a syn::ExprCall> {
-    struct Calls<'a>(Vec<&'a syn::ExprCall>);
-    impl<'a> Visit<'a> for Calls<'a> {
-        fn visit_expr_call(&mut self, c: &'a syn::ExprCall) {
-            self.0.push(c);
-            syn::visit::visit_expr_call(self, c);
-        }
-    }
-    let mut c = Calls(Vec::new());
+    let mut c = FnCalls::default();
     for x in reachable(w, &[e]) {
         c.visit_expr(x);
     }
