@@ -50,12 +50,13 @@ use crate::sites::{Failure, Ttl};
 /// conn.expire(key, ttl) }`) is judged at each call, where the key is known to be a lock's.
 ///
 /// ## Known limits
-/// A key counts as a lock's key when a lock in the same file uses it, or when its text mentions
-/// `lock`.
+/// A key counts as a lock's key when a lock in the same file uses it, or when its text (or the
+/// initialiser of the local it is) mentions `lock`.
 pub struct UncheckedRenewal;
 
 /// Is the event's key a lock's key? A literal key used by a lock anywhere in the file, a key
-/// expression written the same as a lock's in the same function, or a key whose text says `lock`.
+/// expression written the same as a lock's in the same function, or a key whose text (or its
+/// local's initialiser) says `lock`.
 pub(crate) fn lock_key(view: &FileView<'_>, e: &Event) -> bool {
     lock_key_among(view.sites.iter().map(|c| &c.site), e)
 }
@@ -65,8 +66,7 @@ pub(crate) fn lock_key_among<'s>(
     mut sites: impl Iterator<Item = &'s crate::sites::Site>,
     e: &Event,
 ) -> bool {
-    let Some(key) = &e.key else { return false };
-    key.to_ascii_lowercase().contains("lock") || sites.any(|s| same_key(s, e))
+    e.key.is_some() && (e.key_says_lock || sites.any(|s| same_key(s, e)))
 }
 
 /// The event acts on the site's key: the same literal, or the same expression in the same

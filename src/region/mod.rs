@@ -37,6 +37,9 @@ pub struct Event {
     pub mentions: HashSet<String>,
     /// The key argument, evaluated or as written.
     pub key: Option<String>,
+    /// The key's text, or the initialiser of the local it is, says `lock` (`let key =
+    /// lock_key(self.id); con.del(key)`).
+    pub key_says_lock: bool,
     /// For renewals: whether a failed renewal stops the work.
     pub failure: Failure,
     /// The name the call's result is bound to (`let t = lease.token();`).

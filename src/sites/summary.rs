@@ -89,7 +89,7 @@ impl FnFlow {
     }
 
     /// The names `names` are computed from, transitively (themselves included).
-    fn roots(&self, names: &HashSet<String>) -> HashSet<String> {
+    pub(super) fn roots(&self, names: &HashSet<String>) -> HashSet<String> {
         let mut out = names.clone();
         let mut todo: Vec<String> = names.iter().cloned().collect();
         while let Some(n) = todo.pop() {
@@ -174,6 +174,41 @@ pub(super) fn held_after(
         // `elector.release()` frees it.
         _ => flow.has_receiver.then_some(Held::Receiver),
     }
+}
+
+/// Is `t` a type of the program's own named as a lock (`RedisRelayerLock`, `LeaseGuard`,
+/// `SlotClaim`), by its CamelCase words (`Block` and `Clock` are not)? A value of such a type
+/// built from the key's ingredients is the lock's handle: the key can be rebuilt from it.
+pub(super) fn lock_named_own_type(t: &crate::model::Ty) -> bool {
+    const WORDS: &[&str] = &[
+        "Lock",
+        "Locked",
+        "Lease",
+        "Guard",
+        "Mutex",
+        "Permit",
+        "Claim",
+        "Leader",
+        "Leadership",
+        "Election",
+        "Semaphore",
+        "Latch",
+    ];
+    let t = t.peeled();
+    if !t.path.starts_with("crate::") {
+        return false;
+    }
+    let name = t.last_segment();
+    let mut words = Vec::new();
+    let mut start = 0;
+    for (i, c) in name.char_indices() {
+        if i > 0 && c.is_ascii_uppercase() {
+            words.push(&name[start..i]);
+            start = i;
+        }
+    }
+    words.push(&name[start..]);
+    words.iter().any(|w| WORDS.contains(w))
 }
 
 /// `LEASE_NAME`, `Self::KEY`: a constant's name.

@@ -952,8 +952,18 @@ impl<'a, 'c> Walker<'a, 'c> {
                     key.as_ref().is_some_and(|k| read.contains(k))
                         || m.mentions.iter().any(|n| read.contains(n))
                 }) || lock_object && self.holder_compared);
+            let says_lock = |t: &str| t.to_ascii_lowercase().contains("lock");
+            let key_says_lock = key.as_deref().is_some_and(says_lock)
+                || m.key
+                    .as_ref()
+                    .and_then(|k| local_named(k))
+                    .and_then(|n| self.local_init(&n))
+                    .is_some_and(|init| {
+                        says_lock(&quote::ToTokens::to_token_stream(init).to_string())
+                    });
             self.events.push(Event {
                 kind: m.kind,
+                key_says_lock,
                 lock_object,
                 pack: m.pack,
                 api: m.api,
@@ -1298,6 +1308,10 @@ impl<'a, 'c> Walker<'a, 'c> {
                 self.out.sites[i].checkout = None;
             }
         }
+        let ambiguous = self
+            .method
+            .as_ref()
+            .is_some_and(|(owner, m)| self.cx.index.traits_defining(owner, m).len() > 1);
         for (idx, h) in std::mem::take(&mut self.holdings) {
             let site = &self.out.sites[idx];
             let mut r = region::compute_with(site.span, &h, &facts, site.pack, site.sql);
@@ -1330,6 +1344,21 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .key_names
                     .get(&region::start_of(site.span))
                     .is_some_and(|k| k.iter().any(|n| n != "self" && self.returned.contains(n)));
+            // A value of the program's own lock type built from the key's ingredients (`Ok(Self
+            // { address: relayer, .. })` after `SET relayer-lock:<relayer> NX`) is the lock's
+            // handle, whatever else the function read under the lock to fill it.
+            let key_in_handle = !h.handle
+                && r.release.is_none()
+                && self.ret.as_ref().is_some_and(summary::lock_named_own_type)
+                && flow.as_ref().is_some_and(|f| {
+                    self.key_names
+                        .get(&region::start_of(site.span))
+                        .is_some_and(|k| {
+                            f.roots(k)
+                                .iter()
+                                .any(|n| n != "self" && self.returned.contains(n))
+                        })
+                });
             // Handed back only as a report made from it (`Runtime { leader: lease.is_some() }`)
             // by a function that goes on working under the lock: the lock's user, not a wrapper.
             let carried = self.carried.get(&idx);
@@ -1338,10 +1367,13 @@ impl<'a, 'c> Walker<'a, 'c> {
                 .iter()
                 .filter(|n| self.returned.contains(*n))
                 .partition(|n| carried.is_some_and(|c| c.contains(*n)));
-            let names_returned = !values.is_empty()
+            // Released here, the lock is not what goes back: a value made from it then is the
+            // work's result (`let out = drain(lock.cursor).await; lock.unlock(..).await?; out`).
+            let names_returned = !values.is_empty() && r.release.is_none()
                 || !reports.is_empty() && !summary::works_after(body, r.start, &h.names);
             let returned = self.returned_sites.contains(&idx)
-                || (!self.scoped_results.contains(&idx) && (names_returned || key_returned));
+                || (!self.scoped_results.contains(&idx)
+                    && (names_returned || key_returned || key_in_handle));
             // A task spawned to hold the lock (`start_leader_election(..)` spawning the loop
             // that campaigns, then returning): its caller starts the lock and holds nothing.
             // A task that takes a lock on each round of a loop (a cron loop) uses it itself:
@@ -1412,6 +1444,13 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .get(callbacks.partition_point(|&p| p <= r.start))
                     .is_some_and(|&p| p <= r.end);
             self.out.sites[idx].region = r;
+            // A method that several impls of the type define (`impl Clocking<Locking> for K`,
+            // `impl Clocking<Locked> for K`, each `fn clock`): its calls cannot be told apart
+            // from the other impls' by name, so the lock is judged here, not at `self.clock(..)`.
+            if ambiguous {
+                self.out.sites[idx].region.escapes |= returned;
+                continue;
+            }
             // One wrapper per library: a helper that takes the lock from one backend or
             // another (`match backend { Redis => .., Etcd => .. }`) is a wrapper of each, so
             // its release helper, also of each, pairs with it whichever is named first.
