@@ -512,7 +512,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
                 if let Some(view) = views.get(&job.crate_root) {
                     settle_owners(&mut visible, view);
                 }
-                let set = with_wrappers(&job.config.packs, &visible)?;
+                let set = with_wrappers(&job.config.packs, &visible, views.get(&job.crate_root))?;
                 let set = own_spellings(set, &key, &views);
                 packsets.insert(key, Arc::new(set));
             }
@@ -1029,11 +1029,25 @@ fn drop_released(wrappers: &[WrapperCandidate]) -> HashSet<&str> {
 }
 
 /// The config's packs plus the crate's wrappers, each added to the pack of the library it wraps.
-fn with_wrappers(base: &PackSet, wrappers: &[WrapperCandidate]) -> Result<PackSet, ToolError> {
+fn with_wrappers(
+    base: &PackSet,
+    wrappers: &[WrapperCandidate],
+    view: Option<&CrateView>,
+) -> Result<PackSet, ToolError> {
     let mut packs = base.packs.clone();
     // Lock types whose `Drop` releases (`impl Drop for Guard { fn drop(&mut self) { release } }`):
-    // a wrapper handing one out hands out a guard, as does one answering `impl Drop`.
+    // a wrapper handing one out hands out a guard, as does one answering `impl Drop`, or a
+    // struct holding such a guard in a field (`WalletHandle { lock_guard: WalletLockGuard, .. }`).
     let drop_releases = drop_released(wrappers);
+    let releases_on_drop = |t: &str| {
+        drop_releases.contains(t)
+            || t == "Drop"
+            || view.is_some_and(|v| {
+                v.field_types(&crate::model::Ty::simple(t))
+                    .iter()
+                    .any(|f| drop_releases.contains(f.peeled().path.as_str()))
+            })
+    };
     for w in wrappers {
         if let Some(p) = packs.iter_mut().find(|p| p.pack.name == w.library) {
             // A helper that runs its caller's SQL is one more SQL call of its pack.
@@ -1064,9 +1078,7 @@ fn with_wrappers(base: &PackSet, wrappers: &[WrapperCandidate]) -> Result<PackSe
                 let mut def = CallDef::wrapper(w);
                 if def.release.is_none()
                     && w.kind.is_acquisition()
-                    && w.returns_type
-                        .as_deref()
-                        .is_some_and(|t| drop_releases.contains(t) || t == "Drop")
+                    && w.returns_type.as_deref().is_some_and(releases_on_drop)
                 {
                     def.release = Some(ReleaseStyle::Guard);
                 }

@@ -94,10 +94,13 @@ fn self_field(key: &str) -> bool {
         })
 }
 
-/// The EXPIRE right after a SETNX, before other work, belongs to the acquisition.
+/// The EXPIRE right after a SETNX, before other work, belongs to the acquisition: also when
+/// either is a helper's call (`conn.set_nx(key, value, None)?` then `conn.expire(key, ttl)`),
+/// whose TTL is the helper's argument rather than a missing one.
 fn completes_setnx(view: &FileView<'_>, e: &Event) -> bool {
     view.sites.iter().any(|c| {
-        matches!(&c.site.ttl, Ttl::Missing { .. })
+        (matches!(&c.site.ttl, Ttl::Missing { .. })
+            || c.site.via.is_some() && !matches!(&c.site.ttl, Ttl::Known { .. }))
             && same_key(&c.site, e)
             && c.site.region.start <= (e.span.line, e.span.column)
             && e.span.line <= c.site.region.start.0 + 4

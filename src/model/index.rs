@@ -1465,6 +1465,21 @@ impl CrateIndex {
         self.structs.get(path).or_else(|| self.variants.get(path))
     }
 
+    /// The types of a struct's fields (none when `owner` is no struct of this crate).
+    pub fn field_types(&self, owner: &Ty) -> Vec<Ty> {
+        let owner = self.normalize(owner);
+        self.fields_of(&owner.path)
+            .map(|f| {
+                let mut v: Vec<Ty> = f
+                    .values()
+                    .map(|t| self.normalize(&fill_slots(t.clone(), &owner.args)))
+                    .collect();
+                v.sort_by(|a, b| a.path.cmp(&b.path));
+                v
+            })
+            .unwrap_or_default()
+    }
+
     /// Is `owner` a struct or enum variant of this crate with fields?
     pub fn has_fields(&self, owner: &Ty) -> bool {
         let owner = self.normalize(owner);
@@ -1742,6 +1757,24 @@ impl CrateView {
         match self.dep_of(&owner.path) {
             Some((_, view, inner)) => view.has_fields(&Ty::simple(inner)),
             None => self.own.has_fields(&owner),
+        }
+    }
+
+    /// The types of a struct's fields, in this crate's terms.
+    pub fn field_types(&self, owner: &Ty) -> Vec<Ty> {
+        let owner = self.normalize(owner);
+        match self.dep_of(&owner.path) {
+            Some((name, view, inner)) => view
+                .field_types(&Ty::simple(inner))
+                .into_iter()
+                .map(|t| reroot_ty(&t, name))
+                .collect(),
+            None => self
+                .own
+                .field_types(&owner)
+                .into_iter()
+                .map(|t| self.normalize(&t))
+                .collect(),
         }
     }
 

@@ -73,6 +73,32 @@ pub(crate) fn lease_op(text: &str, vocab: &LeaseTable) -> Option<LeaseOp> {
     {
         return Some(LeaseOp::Claim);
     }
+    // An upsert whose `SET` list hands a column to the newcomer only while the row's stamp or
+    // expiry is stale (`id = CASE WHEN last_heartbeat < now() - $3 THEN excluded.id ELSE id
+    // END`; MySQL's `id = IF(last_heartbeat < NOW() - INTERVAL ? SECOND, VALUES(id), id)`): the
+    // row taken over, a claim (the holder's own round renews it). The table may be named at
+    // run time (`INSERT INTO {table}`): the staleness test in the takeover says enough.
+    let runs_out = |c: &str| stamp(c) || expiry(c);
+    let upsert = has("insert") && (sql.contains("on conflict") || sql.contains("on duplicate key"));
+    if upsert
+        && assigned.iter().any(|(c, v)| {
+            !runs_out(c)
+                && (v.starts_with("case ") || v.starts_with("if(") || v.starts_with("if ("))
+                && stale_test(&[v.as_str()], &runs_out)
+        })
+    {
+        return Some(LeaseOp::Claim);
+    }
+    // A row stamped with the database clock and taken again once that stamp is old (`SET status
+    // = 'picked', taken_at = now() WHERE status = 'unpicked' OR taken_at < now() - $1`): a
+    // claim with a timeout, whatever its columns are called.
+    if has("update")
+        && assigned
+            .iter()
+            .any(|(c, v)| is_clock(v) && conditions.iter().any(|cond| older_than(cond, c)))
+    {
+        return Some(LeaseOp::Claim);
+    }
     if set(&holder, false) && set(&expiry, false) {
         // Written together, and guarded by the old lease having run out (or by the row being
         // free, or by skipping rows another claimer holds): a claim.
@@ -114,6 +140,37 @@ pub(crate) fn lease_op(text: &str, vocab: &LeaseTable) -> Option<LeaseOp> {
 fn names_column(text: &str, pred: &dyn Fn(&str) -> bool) -> bool {
     text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .any(|w| !w.is_empty() && pred(w))
+}
+
+/// The database's clock as a value: `now()`, `current_timestamp`, `clock_timestamp()`.
+fn is_clock(v: &str) -> bool {
+    matches!(
+        v.trim(),
+        "now()" | "current_timestamp" | "current_timestamp()" | "clock_timestamp()"
+    )
+}
+
+/// Does a condition ask for rows whose `column` is older than the clock allows (`taken_at <
+/// now() - $1`, `now() - interval '5 minutes' > taken_at`)?
+fn older_than(cond: &str, column: &str) -> bool {
+    let clock = |t: &str| {
+        ["now()", "current_timestamp", "clock_timestamp()"]
+            .iter()
+            .any(|n| t.contains(n))
+    };
+    let names = |t: &str| names_column(t, &|w: &str| w == column);
+    cond.split(" or ")
+        .flat_map(|p| p.split(" and "))
+        .any(|part| {
+            let part = part.trim_matches(|c: char| c == '(' || c == ')' || c == ' ');
+            part.split_once(" < ")
+                .or_else(|| part.split_once(" <= "))
+                .is_some_and(|(l, r)| names(l) && !clock(l) && clock(r))
+                || part
+                    .split_once(" > ")
+                    .or_else(|| part.split_once(" >= "))
+                    .is_some_and(|(l, r)| clock(l) && names(r) && !clock(r))
+        })
 }
 
 /// Does a condition ask for a row nobody holds (`holder IS NULL`, `holder = ''`)?
@@ -429,6 +486,27 @@ mod tests {
         assert_eq!(lease_op(release, &v), Some(LeaseOp::Release));
         let clear = "UPDATE jobs SET locked_by = NULL, lock_expires_at = NULL WHERE id = $1 AND locked_by = $2";
         assert_eq!(lease_op(clear, &v), Some(LeaseOp::Release));
+    }
+
+    #[test]
+    fn conditional_takeovers_and_stale_stamps() {
+        let v = vocab();
+        // The takeover in the upsert's SET list (PostgreSQL, then MySQL).
+        let pg = "INSERT INTO election_leader (service, id, last_heartbeat) VALUES ($1, $2, NOW()) ON CONFLICT (service) DO UPDATE SET id = CASE WHEN election_leader.last_heartbeat < NOW() - $3::INTERVAL THEN EXCLUDED.id ELSE election_leader.id END, last_heartbeat = CASE WHEN election_leader.id = EXCLUDED.id THEN EXCLUDED.last_heartbeat ELSE election_leader.last_heartbeat END RETURNING service, id";
+        assert_eq!(lease_op(pg, &v), Some(LeaseOp::Claim));
+        let my = "INSERT IGNORE INTO election_leader (service, id, last_heartbeat) VALUES (?, ?, NOW()) ON DUPLICATE KEY UPDATE id = if(last_heartbeat < NOW() - INTERVAL ? SECOND, VALUES(id), id), last_heartbeat = if(id = VALUES(id), VALUES(last_heartbeat), last_heartbeat)";
+        assert_eq!(lease_op(my, &v), Some(LeaseOp::Claim));
+        // The same shape with no staleness test of a lease column: no lease.
+        let counter = "INSERT INTO page_views (page, views, seen_at) VALUES ($1, 1, NOW()) ON CONFLICT (page) DO UPDATE SET views = CASE WHEN page_views.views > 100 THEN 100 ELSE page_views.views + 1 END";
+        assert_eq!(lease_op(counter, &v), None);
+        // A claim stamped with the database clock and retaken once stale.
+        let picked = "UPDATE proof_generation_details SET status = 'picked_by_prover', updated_at = NOW(), prover_taken_at = NOW() WHERE l1_batch_number = (SELECT l1_batch_number FROM proof_generation_details WHERE status = 'unpicked' OR (status = 'picked_by_prover' AND prover_taken_at < NOW() - $1::INTERVAL) ORDER BY l1_batch_number LIMIT 1) RETURNING l1_batch_number";
+        assert_eq!(lease_op(picked, &v), Some(LeaseOp::Claim));
+        // Stamped, but tested for being recent (or not tested at all): no claim.
+        let seen = "UPDATE users SET last_seen = NOW() WHERE id = $1 AND last_seen > NOW() - INTERVAL '1 day'";
+        assert_eq!(lease_op(seen, &v), None);
+        let touch = "UPDATE users SET updated_at = NOW() WHERE id = $1";
+        assert_eq!(lease_op(touch, &v), None);
     }
 
     #[test]

@@ -1724,6 +1724,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 w: self,
                 found: Vec::new(),
                 lets: Vec::new(),
+                helper: expiry_helper,
             };
             clocks.visit_block(body);
             let found = clocks.found;

@@ -9,6 +9,11 @@ pub(super) struct Clocks<'w, 'a, 'c> {
     pub(super) found: Vec<(Span, String)>,
     /// Locals bound to a `now()`: (name, the call's span, what was called).
     pub(super) lets: Vec<(String, Span, String)>,
+    /// Walking an expiry helper (`fn lease_expired(..) -> bool`): its name says what its
+    /// comparisons decide, so any ordering of a clock reading counts, whatever the operands
+    /// are called (`utc_now.gt(&renew_expire)`, `Utc::now().signed_duration_since(*t)
+    /// .num_seconds() > duration_secs`).
+    pub(super) helper: bool,
 }
 
 use crate::model::index::EXPIRY_WORDS;
@@ -216,11 +221,28 @@ impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
             names.extend(idents_in(&b.right));
             // Field names count too: `now > lock.expires_at`.
             let text = quote::ToTokens::to_token_stream(b).to_string();
-            if expiry_like(&names, Some(&text)) {
+            if expiry_like(&names, Some(&text)) || self.helper && ordering(&b.op) {
                 self.record(Some(hit));
             }
         }
         syn::visit::visit_expr_binary(self, b);
+    }
+
+    /// In an expiry helper, `utc_now.gt(&renew_expire)`: an ordering written as a method.
+    fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+        if self.helper
+            && m.args.len() == 1
+            && matches!(
+                m.method.to_string().as_str(),
+                "gt" | "lt" | "ge" | "le" | "cmp" | "partial_cmp"
+            )
+        {
+            self.record(
+                self.clock_in(&m.receiver)
+                    .or_else(|| self.clock_in(&m.args[0])),
+            );
+        }
+        syn::visit::visit_expr_method_call(self, m);
     }
 
     fn visit_item(&mut self, _: &'ast syn::Item) {}
