@@ -60,13 +60,28 @@ pub fn check(view: &FileView<'_>, _: &RuleOptions) -> Vec<Violation> {
         .filter(|e| {
             e.kind == CallKind::Release && !e.owner_checked && (e.lock_object || lock_key(view, e))
         })
-        .map(|e| Violation {
-            span: e.span,
-            message: format!("`{}` deletes the lock's key without checking that this process still holds it", e.api),
-            help: "release with compare-and-delete (a Lua script comparing the owner token) so a stale holder cannot delete someone else's lock".into(),
-            fn_line: Some(e.fn_line),
-            context: e.function.clone(),
-            fix: fix(e),
+        .map(|e| {
+            // A lock kept as an object (a Kubernetes Lease, a lease row) is given back by a
+            // write or delete of that object, and made safe by a condition on it, not by Lua.
+            let (message, help) = if e.lock_object {
+                (
+                    format!("`{}` gives the lock back without checking that this process still holds it", e.api),
+                    "make the release conditional on this holder: a precondition with the `resourceVersion` read while the holder was this process (Kubernetes), or `WHERE holder = $1` (a lease row)",
+                )
+            } else {
+                (
+                    format!("`{}` deletes the lock's key without checking that this process still holds it", e.api),
+                    "release with compare-and-delete (a Lua script comparing the owner token) so a stale holder cannot delete someone else's lock",
+                )
+            };
+            Violation {
+                span: e.span,
+                message,
+                help: help.into(),
+                fn_line: Some(e.fn_line),
+                context: e.function.clone(),
+                fix: fix(e),
+            }
         })
         .collect()
 }
