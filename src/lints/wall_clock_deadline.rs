@@ -4,7 +4,9 @@ use crate::config::RuleOptions;
 /// ## What it does
 /// Flags `SystemTime::now()`, `chrono::Utc::now()`/`Local::now()` or `OffsetDateTime::now_utc()`
 /// compared with, or combined with a duration into, an expiry, deadline, lease or validity value,
-/// in a function that acquires, renews, releases or wraps a lock.
+/// in a function that acquires, renews, releases or wraps a lock, or in an expiry helper of a file
+/// that takes one (`fn lease_expired(lease: &Lease) -> bool`, named for expiry), where any
+/// ordering of a reading counts (`utc_now.gt(&renew_expire)`).
 ///
 /// ## Why it matters
 /// The wall clock is not a timer. NTP steps it, an operator sets it, a VM resumes with it wrong,
@@ -29,7 +31,8 @@ use crate::config::RuleOptions;
 ///
 /// ## Known limits
 /// The value counts as an expiry when a name in the expression (or the variable it is stored in)
-/// mentions expiry, deadline, lease, valid, ttl, until or timeout.
+/// mentions expiry, deadline, lease, valid, ttl, until or timeout; in an expiry helper, its name
+/// (`expir…`) says so for every comparison in it.
 pub struct WallClockDeadline;
 
 pub fn check(view: &FileView<'_>, _: &RuleOptions) -> Vec<Violation> {

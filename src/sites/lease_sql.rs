@@ -10,7 +10,11 @@
 //!
 //! Precision first: a statement counts only when both kinds of column are written together (a
 //! claim) or the holder is tested (a renewal or release). An update of an expiry alone (a
-//! session's, a cache entry's) is no lease.
+//! session's, a cache entry's) is no lease. Two claims name no holder column, and count because
+//! the row is taken only once it has gone stale: a stamp written from the database clock and
+//! tested against it in the same statement (`SET status = 'picked', taken_at = now() WHERE …
+//! taken_at < now() - $1`), and an upsert handing a column to the newcomer under a staleness
+//! test of a stamp or expiry (`id = CASE WHEN last_heartbeat < now() - $3 THEN excluded.id …`).
 
 use crate::packs::{CallKind, LeaseTable};
 
