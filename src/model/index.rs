@@ -1499,49 +1499,49 @@ impl CrateIndex {
         None
     }
 
+    /// A function of the crate's entry in one of the per-function tables: under the path it
+    /// settles to through imports and re-exports, or as written.
+    fn fn_entry<'s, V>(&self, table: &'s HashMap<String, V>, path: &str) -> Option<&'s V> {
+        table
+            .get(&self.through_reexports(self.settle(path)))
+            .or_else(|| table.get(path))
+    }
+
+    /// [`Self::fn_entry`] for the per-function sets.
+    fn fn_listed(&self, set: &std::collections::HashSet<String>, path: &str) -> bool {
+        set.contains(&self.through_reexports(self.settle(path))) || set.contains(path)
+    }
+
     /// The tail source of a function of the crate that answers a built text.
     pub fn text_fn(&self, path: &str) -> Option<&str> {
-        self.text_fns
-            .get(&self.through_reexports(self.settle(path)))
-            .or_else(|| self.text_fns.get(path))
-            .map(String::as_str)
+        self.fn_entry(&self.text_fns, path).map(String::as_str)
     }
 
     /// The command a function of the crate builds and hands back unrun.
     pub fn cmd_builder(&self, path: &str) -> Option<&CmdBuilder> {
-        self.cmd_builders
-            .get(&self.through_reexports(self.settle(path)))
-            .or_else(|| self.cmd_builders.get(path))
+        self.fn_entry(&self.cmd_builders, path)
     }
 
     /// Does a function of the crate answer a wall-clock reading (see [`FileIndex::clock_fns`])?
     pub fn clock_fn(&self, path: &str) -> bool {
-        self.clock_fns
-            .contains(&self.through_reexports(self.settle(path)))
-            || self.clock_fns.contains(path)
+        self.fn_listed(&self.clock_fns, path)
     }
 
     /// The parameters and call of a function of the crate whose body is one call (see
     /// [`FileIndex::call_fns`]).
     pub fn call_fn(&self, path: &str) -> Option<&(Vec<String>, String)> {
-        self.call_fns
-            .get(&self.through_reexports(self.settle(path)))
-            .or_else(|| self.call_fns.get(path))
+        self.fn_entry(&self.call_fns, path)
     }
 
     /// Does a function of the crate wait or repeat I/O (see [`FileIndex::long_fns`])?
     pub fn long_fn(&self, path: &str) -> bool {
-        self.long_fns
-            .contains(&self.through_reexports(self.settle(path)))
-            || self.long_fns.contains(path)
+        self.fn_listed(&self.long_fns, path)
     }
 
     /// The parameters through which a function of the crate decides an expiry (see
     /// [`FileIndex::deadline_fns`]).
     pub fn deadline_params(&self, path: &str) -> Option<&[usize]> {
-        self.deadline_params
-            .get(&self.through_reexports(self.settle(path)))
-            .or_else(|| self.deadline_params.get(path))
+        self.fn_entry(&self.deadline_params, path)
             .map(Vec::as_slice)
     }
 

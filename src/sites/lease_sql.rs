@@ -146,6 +146,14 @@ fn names_column(text: &str, pred: &dyn Fn(&str) -> bool) -> bool {
         .any(|w| !w.is_empty() && pred(w))
 }
 
+/// How SQL spells the database's clock.
+const DB_CLOCKS: [&str; 3] = ["now()", "current_timestamp", "clock_timestamp()"];
+
+/// Does the text read the database's clock?
+fn reads_clock(t: &str) -> bool {
+    DB_CLOCKS.iter().any(|n| t.contains(n))
+}
+
 /// The database's clock as a value: `now()`, `current_timestamp`, `clock_timestamp()`.
 fn is_clock(v: &str) -> bool {
     matches!(
@@ -157,11 +165,6 @@ fn is_clock(v: &str) -> bool {
 /// Does a condition ask for rows whose `column` is older than the clock allows (`taken_at <
 /// now() - $1`, `now() - interval '5 minutes' > taken_at`)?
 fn older_than(cond: &str, column: &str) -> bool {
-    let clock = |t: &str| {
-        ["now()", "current_timestamp", "clock_timestamp()"]
-            .iter()
-            .any(|n| t.contains(n))
-    };
     let names = |t: &str| names_column(t, &|w: &str| w == column);
     cond.split(" or ")
         .flat_map(|p| p.split(" and "))
@@ -169,11 +172,11 @@ fn older_than(cond: &str, column: &str) -> bool {
             let part = part.trim_matches(|c: char| c == '(' || c == ')' || c == ' ');
             part.split_once(" < ")
                 .or_else(|| part.split_once(" <= "))
-                .is_some_and(|(l, r)| names(l) && !clock(l) && clock(r))
+                .is_some_and(|(l, r)| names(l) && !reads_clock(l) && reads_clock(r))
                 || part
                     .split_once(" > ")
                     .or_else(|| part.split_once(" >= "))
-                    .is_some_and(|(l, r)| clock(l) && names(r) && !clock(r))
+                    .is_some_and(|(l, r)| reads_clock(l) && names(r) && !reads_clock(r))
         })
 }
 
@@ -192,12 +195,8 @@ fn holder_free(conditions: &[&str], holder: &dyn Fn(&str) -> bool) -> bool {
 /// of stale rows; a comparison with a bound value is the holder's compare-and-set.
 fn stale_test(conditions: &[&str], stamp: &dyn Fn(&str) -> bool) -> bool {
     conditions.iter().any(|cond| {
-        cond.split(" and ").any(|part| {
-            names_column(part, stamp)
-                && ["now()", "current_timestamp", "clock_timestamp()"]
-                    .iter()
-                    .any(|n| part.contains(n))
-        })
+        cond.split(" and ")
+            .any(|part| names_column(part, stamp) && reads_clock(part))
     })
 }
 
@@ -211,7 +210,7 @@ pub(crate) fn lease_interval_ms(text: &str) -> Option<f64> {
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ");
-    for now in ["now()", "current_timestamp", "clock_timestamp()"] {
+    for now in DB_CLOCKS {
         let mut from = 0;
         while let Some(i) = folded[from..].find(now).map(|i| from + i) {
             from = i + now.len();
