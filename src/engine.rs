@@ -1060,7 +1060,7 @@ fn with_wrappers(
                     .calls
                     .iter()
                     .filter(|d| {
-                        d.fields_arg.is_some()
+                        (d.fields_arg.is_some() || !d.when_calls.is_empty())
                             && d.via.is_none()
                             && (d.method.as_ref() == Some(api) || d.function.as_ref() == Some(api))
                     })

@@ -51,15 +51,18 @@ use crate::sites::{Site, Ttl};
 /// let lease = backend.acquire("import", Duration::from_secs(30), Duration::from_secs(5)).await?;
 /// ```
 ///
+/// A wrapper's call is judged by what its caller passes: a `None` TTL given to the wrapper's TTL
+/// parameter, a transaction without a lease handed to a helper that runs it
+/// (`etcd.do_in_txn(txn)`). A wrapper's own primitive is judged inside it.
+///
 /// ## Known limits
 /// A TTL set through a value the analysis cannot follow (a parameter, a field filled elsewhere) is
 /// assumed present.
 pub struct MissingDeadline;
 
 pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {
-    if c.site.via.is_some() {
-        return None;
-    }
+    // A wrapper's call is missing a deadline only by what its caller passes (a `None` TTL, a
+    // transaction without a lease): a wrapper's own primitive is judged inside it.
     let Ttl::Missing { reason } = &c.site.ttl else {
         return None;
     };

@@ -44,8 +44,9 @@ use crate::report::{Edit, Fix};
 ///
 /// A release helper that deletes the key its caller passes (`fn unlock(con, key) { con.del(key) }`)
 /// is judged at each call, where the key is known to be a lock's (`unlock(con, "import")` after
-/// `try_lock(con, "import", token)`); one that deletes its receiver's own key (`self.key`) is
-/// judged at its `DEL`.
+/// `try_lock(con, "import", token)`); one that deletes its receiver's own key (`self.key`), or
+/// that is named for what it does to a lock (`fn release_lock(con, key)`), is judged at its
+/// `DEL`, once, and not again at each call.
 ///
 /// ## Known limits
 /// A key counts as a lock's key when a lock in the same file uses it, or when its text (or the

@@ -47,11 +47,16 @@ use crate::sites::{Failure, Ttl};
 /// renewal's failure must still stop the work: the script replies 0 when the lock was lost.
 ///
 /// A renewal helper that re-expires the key its caller passes (`fn renew(&self, key: &str) {
-/// conn.expire(key, ttl) }`) is judged at each call, where the key is known to be a lock's.
+/// conn.expire(key, ttl) }`) is judged at each call, where the key is known to be a lock's; one
+/// named for what it does to a lock (`fn renew_lock(con, key, ms)`), or whose key already says
+/// so (`fn renew(&self, lock_key: &str)`), is judged inside, once, and not again at each call.
 ///
 /// ## Known limits
-/// A key counts as a lock's key when a lock in the same file uses it, or when its text (or the
-/// initialiser of the local it is) mentions `lock`.
+/// A key counts as a lock's key when a lock in the same file uses it, when its text (or the
+/// initialiser of the local it is) mentions `lock`, or when it is the caller's key in a function
+/// named for a lock (`renew_lock`, `unlock`). A failure branch that only logs is not held
+/// against a round that goes on to test what it renewed and leaves when that is no longer held
+/// (`if !lease.is_held_for(margin) { cancel(); return }`), whatever that test is worth.
 pub struct UncheckedRenewal;
 
 /// Is the event's key a lock's key? A literal key used by a lock anywhere in the file, a key
@@ -107,6 +112,9 @@ fn completes_setnx(view: &FileView<'_>, e: &Event) -> bool {
     })
 }
 
+const UNCHECKED_HELP: &str = "renew with an owner check (compare the stored token in one script, or fenced-lock's renew) and stop the work when renewal fails";
+const UNHEEDED_HELP: &str = "when renewal fails or finds another holder, tell the work holding the lock (a cancellation token, a watch channel, fenced-lock's keeper) and stop it";
+
 pub fn check(view: &FileView<'_>, _: &RuleOptions) -> Vec<Violation> {
     let mut out = Vec::new();
     for e in view
@@ -119,18 +127,26 @@ pub fn check(view: &FileView<'_>, _: &RuleOptions) -> Vec<Violation> {
             continue;
         }
         let mut fix = None;
-        let message = if !e.owner_checked && lock_key(view, e) {
+        // An owner-checked renewal whose failure goes unheeded needs only the failure told to
+        // the work; an unchecked one needs the check first.
+        let (message, help) = if !e.owner_checked && lock_key(view, e) {
             fix = owner_checked(e);
-            format!("`{}` renews the lock without checking who holds it", e.api)
+            (
+                format!("`{}` renews the lock without checking who holds it", e.api),
+                UNCHECKED_HELP,
+            )
         } else if let Failure::Ignored { reason } = &e.failure {
-            format!("`{}` renews the lock, but {reason}", e.api)
+            (
+                format!("`{}` renews the lock, but {reason}", e.api),
+                UNHEEDED_HELP,
+            )
         } else {
             continue;
         };
         out.push(Violation {
             span: e.span,
             message,
-            help: "renew with an owner check (compare the stored token in one script, or fenced-lock's renew) and stop the work when renewal fails".into(),
+            help: help.into(),
             fn_line: Some(e.fn_line),
             context: e.function.clone(),
             fix,

@@ -2,11 +2,12 @@ use super::{FileView, Violation};
 use crate::config::RuleOptions;
 
 /// ## What it does
-/// Flags `SystemTime::now()`, `chrono::Utc::now()`/`Local::now()` or `OffsetDateTime::now_utc()`
-/// compared with, or combined with a duration into, an expiry, deadline, lease or validity value,
-/// in a function that acquires, renews, releases or wraps a lock, or in an expiry helper of a file
-/// that takes one (`fn lease_expired(lease: &Lease) -> bool`, named for expiry), where any
-/// ordering of a reading counts (`utc_now.gt(&renew_expire)`).
+/// Flags `SystemTime::now()`, `chrono::Utc::now()`/`Local::now()`, `OffsetDateTime::now_utc()`
+/// or coarsetime's `Clock::now_since_epoch()` compared with, or combined with a duration into, a
+/// lock's expiry, deadline, lease or validity value, in a function that acquires, renews,
+/// releases or wraps a lock, or in an expiry helper of a file that takes one (`fn
+/// lease_expired(lease: &Lease) -> bool`, named for expiry), where any ordering of a reading
+/// counts (`utc_now.gt(&renew_expire)`).
 ///
 /// ## Why it matters
 /// The wall clock is not a timer. NTP steps it, an operator sets it, a VM resumes with it wrong,
@@ -32,7 +33,11 @@ use crate::config::RuleOptions;
 /// ## Known limits
 /// The value counts as an expiry when a name in the expression (or the variable it is stored in)
 /// mentions expiry, deadline, lease, valid, ttl, until or timeout; in an expiry helper, its name
-/// (`expir…`) says so for every comparison in it.
+/// (`expir…`) says so for every comparison in it. Elsewhere the expiry must be the lock's: in a
+/// function named for a lock, after the lock is first touched, in text that names a lock, or
+/// sharing a name with what the lock operations are given (`ttl` in `mgr.lock(key, ttl)`). A
+/// cache entry's expiry checked before the lock is taken is not reported; a lock's expiry
+/// computed there from values the lock is not given is missed.
 pub struct WallClockDeadline;
 
 pub fn check(view: &FileView<'_>, _: &RuleOptions) -> Vec<Violation> {

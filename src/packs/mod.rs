@@ -321,6 +321,12 @@ pub struct CallDef {
     /// (`Compare::create_revision(_, CompareOp::Equal, 0)`).
     #[serde(default)]
     pub when_calls: Vec<String>,
+    /// With `when-calls`: the call is no lock when the options also hold a call matching one of
+    /// these and carry no lease. A create-if-absent that reads the value already there
+    /// (`or_else(TxnOp::get(KEY, _))`) and never expires initialises a shared value once (a
+    /// cluster id); a lock expires, or is deleted by its holder.
+    #[serde(default)]
+    pub init_calls: Vec<String>,
     /// The call is this kind only if method calls match each of these: `name` (the method is
     /// called) or `name(TEXT)` (its first argument's text, read like a URL, contains TEXT;
     /// `condition_expression(attribute_not_exists)`). Looked for in the options argument when
@@ -506,6 +512,7 @@ impl CallDef {
             options_arg: w.when_arg.as_ref().map(|(i, _)| *i),
             when: w.when_arg.iter().map(|(_, v)| v.clone()).collect(),
             when_calls: Vec::new(),
+            init_calls: Vec::new(),
             when_methods: Vec::new(),
             chain_until: Vec::new(),
             off_by: None,
@@ -557,27 +564,33 @@ impl CallDef {
 }
 
 impl CallDef {
-    /// A primitive's variant as a helper that forwards its `fields-arg` (see
-    /// `WrapperCandidate::forwards`): the helper's name and receiver, the primitive's conditions.
+    /// A primitive's variant as a helper that forwards its `fields-arg` or its `when-calls`
+    /// options (see `WrapperCandidate::forwards`): the helper's name and receiver, the
+    /// primitive's conditions.
     pub fn forwarding(
         primitive: &CallDef,
         w: &crate::sites::WrapperCandidate,
         arg: usize,
     ) -> CallDef {
         let own = CallDef::wrapper(w);
+        // The argument forwarded is the one the primitive reads its conditions from: its object
+        // (`fields-arg`), or its options (`when-calls`, and the lease they carry).
+        let fields = primitive.fields_arg.is_some();
+        let options = !fields && primitive.options_arg.is_some();
+        let lease_in_options = options && primitive.lease_arg == primitive.options_arg;
         CallDef {
             arity: own.arity,
             receiver: own.receiver,
             in_scope: Vec::new(),
             function: own.function,
             method: own.method,
-            fields_arg: Some(arg),
+            fields_arg: fields.then_some(arg),
             // The primitive's other arguments are the helper's own business.
             key_arg: None,
             ttl_arg: None,
-            lease_arg: None,
+            lease_arg: lease_in_options.then_some(arg),
             lease_id_arg: None,
-            options_arg: None,
+            options_arg: options.then_some(arg),
             url_arg: None,
             ttl_options_arg: None,
             returns: w.returns,
@@ -776,13 +789,21 @@ impl Pack {
                     "{at}`chain-until` entry `{m}` is not a method name"
                 )));
             }
-            for p in &c.when_calls {
+            if !c.init_calls.is_empty() && c.when_calls.is_empty() {
+                return Err(bad(format!("{at}has `init-calls` but no `when-calls`")));
+            }
+            for (field, p) in c
+                .when_calls
+                .iter()
+                .map(|p| ("when-calls", p))
+                .chain(c.init_calls.iter().map(|p| ("init-calls", p)))
+            {
                 if !matches!(
                     syn::parse_str::<syn::Expr>(p),
                     Ok(syn::Expr::Call(_) | syn::Expr::Path(_))
                 ) {
                     return Err(bad(format!(
-                        "{at}`when-calls` entry `{p}` is not a call pattern like `Type::f(_, 0)`"
+                        "{at}`{field}` entry `{p}` is not a call pattern like `Type::f(_, 0)`"
                     )));
                 }
             }
@@ -1218,6 +1239,19 @@ mod tests {
         ))
         .expect("valid");
         assert_eq!(ok.calls[0].when_calls.len(), 2);
+        let err = parse(&format!(
+            "{call}options-arg = 0\ninit-calls = [\"T::get(KEY, _)\"]\n"
+        ))
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("`init-calls` but no `when-calls`"),
+            "{err}"
+        );
+        let err = parse(&format!(
+            "{call}options-arg = 0\nwhen-calls = [\"T::put(KEY, _)\"]\ninit-calls = [\"+\"]\n"
+        ))
+        .unwrap_err();
+        assert!(err.to_string().contains("`init-calls` entry `+`"), "{err}");
     }
 
     #[test]

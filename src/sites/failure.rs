@@ -4,6 +4,8 @@
 //! `.unwrap_or(..)`, `.execute(..)`) and then into how it is used: discarded, bound to `_`, bound to
 //! a name whose later uses are checked, tested by `if let`/`match`/`if`, or handed on.
 
+use std::collections::HashSet;
+
 use syn::{Expr, Pat, Stmt};
 
 use super::Failure;
@@ -203,7 +205,9 @@ fn judge_state<'a>(
             };
             if then_is_failure && !diverges_block(then) && els.is_none() && has_work(rest) {
                 Failure::Ignored { reason: "the branch taken when the lock is not acquired does not stop the work that follows".into() }
-            } else if failure_branch.is_some_and(|b| renewal_lost_quietly(&state, b)) {
+            } else if failure_branch.is_some_and(|b| renewal_lost_quietly(&state, b))
+                && !checked_after(outward, rest)
+            {
                 Failure::Ignored { reason: LOST_QUIETLY.into() }
             } else {
                 Failure::Handled
@@ -222,6 +226,7 @@ fn judge_state<'a>(
                     .iter()
                     .filter(|a| polarity_with(&a.pat, state.variant.as_deref()) == Polarity::Failure)
                     .any(|a| arm_lost_quietly(&state, &a.body))
+                && !checked_after(outward, rest)
             {
                 return Failure::Ignored { reason: LOST_QUIETLY.into() };
             }
@@ -267,6 +272,27 @@ const LOST_QUIETLY: &str =
 /// loop (and the work it keeps the lock for) goes on after the lock was lost.
 fn renewal_lost_quietly(state: &State, branch: &[Stmt]) -> bool {
     state.renewal && state.in_loop && !has_work(branch) && !branch.iter().any(stmt_leaves_round)
+}
+
+/// After a renewal whose failure only logs, does the round go on to test the lease itself and
+/// leave when it is no longer held (`if !lease.is_held_for(margin) { cancel(); return }`)? A
+/// fail-closed check on what was renewed (a name the renewal was given) decides then, not the
+/// log.
+fn checked_after(outward: &[&Expr], rest: &[Stmt]) -> bool {
+    let given: HashSet<String> = outward
+        .iter()
+        .flat_map(|e| super::walk::idents_in(e))
+        .filter(|n| n != "self")
+        .collect();
+    rest.iter().any(|s| match s {
+        Stmt::Expr(Expr::If(i), _) => {
+            i.then_branch.stmts.iter().any(stmt_leaves_round)
+                && super::walk::idents_in(&i.cond)
+                    .iter()
+                    .any(|n| given.contains(n))
+        }
+        _ => false,
+    })
 }
 
 /// Is the value of an arm an empty collection (`Vec::new()`, `vec![]`, `HashMap::default()`)?

@@ -571,7 +571,25 @@ fn options_match(w: &Walker<'_, '_>, pack: usize, def: &CallDef, args: &[&Expr])
     let Some(opt) = def.options_arg.and_then(|i| args.get(i)) else {
         return false;
     };
+    // The caller's transaction, run as it comes (`fn do_in_txn(&self, txn: Txn) {
+    // client.txn(txn) }`): this call is judged where the function is called, as for `fields-arg`.
+    if !def.when_calls.is_empty()
+        && def.via.is_none()
+        && let Some(p) = super::fields::parameter(opt, &|n| w.is_param(n))
+        && w.local_init(&p.to_string()).is_none()
+    {
+        let api = def.method.clone().or_else(|| def.function.clone());
+        if let Some(api) = api {
+            w.forwarded
+                .borrow_mut()
+                .get_or_insert_with(|| (pack, api, p.to_string()));
+        }
+        return false;
+    }
     if !def.when_calls.is_empty() && when_calls(w, def, opt).is_none() {
+        return false;
+    }
+    if !def.init_calls.is_empty() && initialises(w, def, opt) {
         return false;
     }
     // A wrapper gated by a boolean parameter: every call but one passing `false`.
@@ -812,6 +830,17 @@ fn when_calls<'a>(w: &Walker<'a, '_>, def: &CallDef, opt: &'a Expr) -> Option<Op
         .copied()
         .find(|k| earlier.iter().all(|ks| ks.iter().any(|o| same(o, k))))?;
     Some(Some(key))
+}
+
+/// A create-if-absent that reads back the value already there and carries no lease (see
+/// `init-calls`): a shared value initialised once, not a lock.
+fn initialises<'a>(w: &Walker<'a, '_>, def: &CallDef, opt: &'a Expr) -> bool {
+    let calls = ttl::calls_in(w, opt);
+    let reads_back = def.init_calls.iter().any(|p| {
+        syn::parse_str::<Expr>(p)
+            .is_ok_and(|pat| calls.iter().any(|c| call_matches(w, &pat, c, &mut None)))
+    });
+    reads_back && !ttl::carries_lease(w, opt)
 }
 
 /// A key expression's text without the conversions that do not change which key it is

@@ -496,6 +496,29 @@ fn options_ttl<'a>(w: &Walker<'a, '_>, def: &CallDef, opt: Option<&'a Expr>, met
 }
 
 /// etcd: `lock(name, Some(LockOptions::new().with_lease(id)))`, with `id` from a `lease_grant(ttl, ..)`.
+/// Do these options attach a lease anywhere (`PutOptions::new().with_lease(id)`)?
+pub(super) fn carries_lease<'a>(w: &Walker<'a, '_>, opt: &'a Expr) -> bool {
+    reachable(w, &[opt])
+        .iter()
+        .any(|e| lease_arg_in(e).is_some())
+}
+
+/// The argument of the first `.with_lease(..)` inside an expression.
+fn lease_arg_in(e: &Expr) -> Option<&Expr> {
+    struct WithLease<'a>(Option<&'a Expr>);
+    impl<'a> Visit<'a> for WithLease<'a> {
+        fn visit_expr_method_call(&mut self, m: &'a syn::ExprMethodCall) {
+            if self.0.is_none() && m.method == "with_lease" {
+                self.0 = m.args.first();
+            }
+            syn::visit::visit_expr_method_call(self, m);
+        }
+    }
+    let mut wl = WithLease(None);
+    wl.visit_expr(e);
+    wl.0
+}
+
 fn lease_ttl<'a>(
     w: &Walker<'a, '_>,
     arg: Option<&'a Expr>,
@@ -516,21 +539,8 @@ fn lease_ttl<'a>(
     if eval::eval(arg, w) == Some(Value::None) {
         return none();
     }
-    struct WithLease<'a>(Option<&'a Expr>);
-    impl<'a> Visit<'a> for WithLease<'a> {
-        fn visit_expr_method_call(&mut self, m: &'a syn::ExprMethodCall) {
-            if self.0.is_none() && m.method == "with_lease" {
-                self.0 = m.args.first();
-            }
-            syn::visit::visit_expr_method_call(self, m);
-        }
-    }
-    let mut wl = WithLease(None);
     let reach = reachable(w, &[arg]);
-    for e in &reach {
-        wl.visit_expr(e);
-    }
-    let Some(lease) = wl.0 else {
+    let Some(lease) = reach.iter().find_map(|e| lease_arg_in(e)) else {
         // Options we cannot see into (a parameter, a helper's result) may well carry a lease.
         let built_here = reach
             .iter()

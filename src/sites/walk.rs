@@ -338,6 +338,7 @@ fn analyze_fn<'a>(
         site_arms: HashMap::new(),
         callables: HashSet::new(),
         params: HashSet::new(),
+        op_names: HashSet::new(),
         checkouts: HashSet::new(),
         canonical,
         method,
@@ -605,6 +606,8 @@ pub(super) struct Walker<'a, 'c> {
     callables: HashSet<String>,
     /// Every parameter name.
     params: HashSet<String>,
+    /// The names the function's lock operations are given (see `lock_tie`).
+    op_names: HashSet<String>,
     /// Locals bound to a connection lent by a pool (a pack's `checkouts`).
     pub(super) checkouts: HashSet<String>,
     /// How calls to this function resolve, and its impl type and name when it is a method.
@@ -889,6 +892,7 @@ impl<'a, 'c> Walker<'a, 'c> {
         chain_end: Pos,
         command: Option<Command>,
     ) {
+        self.op_names.extend(m.mentions.iter().cloned());
         let failure = match &m.pipeline {
             // A lock command in a pipeline: its reply is judged where the pipeline runs.
             Some(run) if m.discarded.is_none() => super::pipeline::judge(self, run, outward, &u),
@@ -917,10 +921,12 @@ impl<'a, 'c> Walker<'a, 'c> {
             .as_ref()
             .and_then(|k| crate::model::eval::eval_str(k, &*self));
         let key_literal = evaluated.is_some();
+        // As written, without the borrows and copies that keep the same key (`&self.key`,
+        // `self.key.clone()`): one spelling per key, for matching a release with its lock.
         let key = evaluated.or_else(|| {
             m.key
                 .as_ref()
-                .map(|k| quote::ToTokens::to_token_stream(k).to_string())
+                .map(|k| quote::ToTokens::to_token_stream(summary::peel_key(k)).to_string())
         });
         if !m.kind.is_acquisition() {
             let (result_var, passed_on) = match &u {
@@ -960,7 +966,19 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .and_then(|n| self.local_init(&n))
                     .is_some_and(|init| {
                         says_lock(&quote::ToTokens::to_token_stream(init).to_string())
-                    });
+                    })
+                // The caller's key, in a function named for what it does to a lock
+                // (`fn renew_lock(conn, key, ms)` running `PEXPIRE key ms`): a lock's key.
+                || m.key
+                    .as_ref()
+                    .and_then(|k| local_named(k))
+                    .is_some_and(|n| self.params.contains(&n) && self.local_init(&n).is_none())
+                    && self
+                        .info
+                        .path
+                        .rsplit("::")
+                        .next()
+                        .is_some_and(|f| f.split('_').any(|w| matches!(w, "lock" | "unlock")));
             self.events.push(Event {
                 kind: m.kind,
                 key_says_lock,
@@ -1347,6 +1365,13 @@ impl<'a, 'c> Walker<'a, 'c> {
             // A value of the program's own lock type built from the key's ingredients (`Ok(Self
             // { address: relayer, .. })` after `SET relayer-lock:<relayer> NX`) is the lock's
             // handle, whatever else the function read under the lock to fill it.
+            // A receiver taken by value and handed back as the locked state of the same type
+            // (`fn acquire(self) -> Result<DistributedLock<Locked>>` ending in `Ok(self
+            // .transition())`, the key in `self.lock_key`) is such a value too.
+            let consumed = self
+                .sig
+                .receiver()
+                .is_some_and(|r| r.reference.is_none() && r.colon_token.is_none());
             let key_in_handle = !h.handle
                 && r.release.is_none()
                 && self.ret.as_ref().is_some_and(summary::lock_named_own_type)
@@ -1356,7 +1381,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                         .is_some_and(|k| {
                             f.roots(k)
                                 .iter()
-                                .any(|n| n != "self" && self.returned.contains(n))
+                                .any(|n| (n != "self" || consumed) && self.returned.contains(n))
                         })
                 });
             // Handed back only as a report made from it (`Runtime { leader: lease.is_some() }`)
@@ -1704,11 +1729,14 @@ impl<'a, 'c> Walker<'a, 'c> {
                 origin: None,
                 // A blind delete of the caller's key is judged where the key is known to be a
                 // lock's; one of the receiver's own key is judged here (`self.key`).
-                owner_checked: e.owner_checked || key_arg.is_none(),
+                // One judged here, on a key this function already knows for a lock's, is not
+                // judged again at each call.
+                owner_checked: e.owner_checked || key_arg.is_none() || e.key_says_lock,
                 library_purpose: None,
             });
         }
         let has_lock_work = self.out.sites.len() > self.first_site || !self.events.is_empty();
+        let fn_events_from = self.out.events.len();
         self.out.events.append(&mut self.events);
         // A helper that decides a lease's expiry (`fn has_expired(renewed, ttl) -> bool`) is
         // looked at too; its readings count when the file takes a lock (FileFacts::merge).
@@ -1720,11 +1748,13 @@ impl<'a, 'c> Walker<'a, 'c> {
                 .next()
                 .is_some_and(|n| n.to_ascii_lowercase().contains("expir"));
         if has_lock_work || expiry_helper {
+            let tie = self.lock_tie(fn_events_from);
             let mut clocks = Clocks {
                 w: self,
                 found: Vec::new(),
                 lets: Vec::new(),
                 helper: expiry_helper,
+                tie,
             };
             clocks.visit_block(body);
             let found = clocks.found;
@@ -1740,6 +1770,30 @@ impl<'a, 'c> Walker<'a, 'c> {
                 fn_line: line,
                 function: function.clone(),
             }));
+        }
+    }
+
+    /// The function's lock operations as `wall-clock-deadline` relates clock readings to them:
+    /// its name, where the first starts, the names passed to them.
+    fn lock_tie(&self, events_from: usize) -> clocks::LockTie {
+        let first_op = self.out.sites[self.first_site..]
+            .iter()
+            .map(|s| region::start_of(s.span))
+            .chain(
+                self.out.events[events_from..]
+                    .iter()
+                    .map(|e| region::start_of(e.span)),
+            )
+            .min();
+        clocks::LockTie {
+            named: self
+                .info
+                .path
+                .rsplit("::")
+                .next()
+                .is_some_and(clocks::says_lock),
+            first_op,
+            args: self.op_names.clone(),
         }
     }
 
@@ -2409,8 +2463,30 @@ impl<'a> Walker<'a, '_> {
                     }
                 }
                 self.visit_expr(&a.left);
-                self.set_use(&a.right, Use::Escape);
-                self.escape_if_name(&a.right);
+                match (&*a.right, name_of(&a.left)) {
+                    // `lock = match lock.renew().await { Ok(l) => l, Err(_) => None };`: read as
+                    // the `let` it re-binds, whose value is checked before the work goes on.
+                    (Expr::Match(_), Some(n)) => {
+                        let pat: &'a Pat = self.arena.pats.alloc(Pat::Ident(syn::PatIdent {
+                            attrs: Vec::new(),
+                            by_ref: None,
+                            mutability: None,
+                            ident: syn::Ident::new(&n, proc_macro2::Span::call_site()),
+                            subpat: None,
+                        }));
+                        self.set_use(
+                            &a.right,
+                            Use::Bind {
+                                pat,
+                                has_else: false,
+                            },
+                        );
+                    }
+                    _ => {
+                        self.set_use(&a.right, Use::Escape);
+                        self.escape_if_name(&a.right);
+                    }
+                }
                 self.visit_expr(&a.right);
             }
             Expr::Struct(s) => {

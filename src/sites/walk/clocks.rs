@@ -14,6 +14,40 @@ pub(super) struct Clocks<'w, 'a, 'c> {
     /// are called (`utc_now.gt(&renew_expire)`, `Utc::now().signed_duration_since(*t)
     /// .num_seconds() > duration_secs`).
     pub(super) helper: bool,
+    /// What ties a reading to the function's lock rather than to other expiring things it
+    /// handles (a cache entry's `iat + expiry`, checked before the lock is taken): see
+    /// [`Clocks::concerns_lock`].
+    pub(super) tie: LockTie,
+}
+
+/// The function's lock operations, as [`Clocks::concerns_lock`] asks about them.
+pub(super) struct LockTie {
+    /// The function is named for a lock (`try_lock`, `renew_lease`, `elect_leader`).
+    pub(super) named: bool,
+    /// Where its first lock operation starts.
+    pub(super) first_op: Option<Pos>,
+    /// The names its lock operations are given (`ttl` in `mgr.lock("job", ttl)`).
+    pub(super) args: HashSet<String>,
+}
+
+/// Words that tie a name to a lock.
+const LOCK_WORDS: [&str; 11] = [
+    "lock",
+    "lease",
+    "leader",
+    "holder",
+    "owner",
+    "claim",
+    "fenc",
+    "elect",
+    "heartbeat",
+    "acquir",
+    "renew",
+];
+
+pub(super) fn says_lock(text: &str) -> bool {
+    let t = text.to_ascii_lowercase();
+    LOCK_WORDS.iter().any(|w| t.contains(w))
 }
 
 use crate::model::index::EXPIRY_WORDS;
@@ -26,6 +60,18 @@ fn expiry_like(names: &HashSet<String>, extra: Option<&str>) -> bool {
 }
 
 impl Clocks<'_, '_, '_> {
+    /// Is an expiry computed or compared at `at` the lock's? In an expiry helper, or a function
+    /// named for the lock, always; elsewhere when it comes after the lock is first touched, when
+    /// its text names a lock (`lock.expires_at`), or when it shares a name with what the lock
+    /// operations are given (`SystemTime::now() + ttl` beside `mgr.lock(key, ttl)`).
+    fn concerns_lock(&self, names: &HashSet<String>, text: &str, at: Pos) -> bool {
+        self.helper
+            || self.tie.named
+            || self.tie.first_op.is_some_and(|op| op <= at)
+            || says_lock(text)
+            || names.iter().any(|n| self.tie.args.contains(n))
+    }
+
     /// Keeps a reading once.
     fn record(&mut self, hit: Option<(Span, String)>) {
         if let Some(hit) = hit
@@ -47,7 +93,7 @@ impl Clocks<'_, '_, '_> {
     }
 
     /// `SystemTime::now()`, `Utc::now()`, `Local::now()`, `OffsetDateTime::now_utc()`, jiff's
-    /// `Timestamp::now()` and `Zoned::now()`.
+    /// `Timestamp::now()` and `Zoned::now()`, coarsetime's `Clock::now_since_epoch()`.
     fn wall_clock(&self, e: &Expr) -> Option<(Span, String)> {
         match e {
             Expr::Call(c) if c.args.is_empty() => {
@@ -62,6 +108,8 @@ impl Clocks<'_, '_, '_> {
                         | ("OffsetDateTime", "now_utc" | "now_local")
                         // jiff (also as `k8s_openapi::jiff`)
                         | ("Timestamp" | "Zoned", "now")
+                        // coarsetime: the time since the Unix epoch, cached or fresh
+                        | ("Clock", "now_since_epoch" | "recent_since_epoch")
                 );
                 if hit {
                     return Some((Span::of(e), format!("{t}::{f}()")));
@@ -138,7 +186,9 @@ impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
                     Expr::Binary(_) => {}
                     _ => {
                         if let Some(n) = &name {
-                            if expiry_like(&HashSet::new(), Some(n)) {
+                            if expiry_like(&HashSet::new(), Some(n))
+                                && self.concerns_lock(&HashSet::new(), n, region::start_of(span))
+                            {
                                 self.found.push((span, what.clone()));
                             }
                             self.lets.push((n.clone(), span, what));
@@ -149,6 +199,15 @@ impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
             if let Expr::Binary(b) = &*init.expr
                 && let Some(hit) = self.clock_in(&b.left).or_else(|| self.clock_in(&b.right))
                 && expiry_like(&idents_in(&init.expr), name.as_deref())
+                && self.concerns_lock(
+                    &idents_in(&init.expr),
+                    &format!(
+                        "{} {}",
+                        name.as_deref().unwrap_or(""),
+                        quote::ToTokens::to_token_stream(b)
+                    ),
+                    region::start_of(Span::of(&init.expr)),
+                )
             {
                 self.found.push(hit);
                 if let Some(n) = name {
@@ -172,10 +231,14 @@ impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
             // name that says expiry, decided by comparing a clock reading somewhere inside
             // (also one read into a local there: `let elapsed = Utc::now().signed_duration_since(
             // renewed); elapsed > ttl`, which the walk inside the value records first).
-            if name
-                .as_deref()
-                .is_some_and(|n| expiry_like(&HashSet::new(), Some(n)))
-            {
+            if name.as_deref().is_some_and(|n| {
+                expiry_like(&HashSet::new(), Some(n))
+                    && self.concerns_lock(
+                        &idents_in(&init.expr),
+                        &format!("{n} {}", quote::ToTokens::to_token_stream(&init.expr)),
+                        region::start_of(Span::of(&init.expr)),
+                    )
+            }) {
                 syn::visit::visit_local(self, l);
                 self.record(self.first_clock(&init.expr, ordering));
                 return;
@@ -204,7 +267,9 @@ impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
     /// `self.leased_until = Some(Utc::now() + lease)`: a deadline written from the wall clock.
     fn visit_expr_assign(&mut self, a: &'ast syn::ExprAssign) {
         let target = quote::ToTokens::to_token_stream(&a.left).to_string();
-        if expiry_like(&HashSet::new(), Some(&target)) {
+        if expiry_like(&HashSet::new(), Some(&target))
+            && self.concerns_lock(&idents_in(&a.right), &target, region::start_of(Span::of(a)))
+        {
             self.record(self.first_clock(&a.right, sum));
         }
         syn::visit::visit_expr_assign(self, a);
@@ -221,7 +286,10 @@ impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
             names.extend(idents_in(&b.right));
             // Field names count too: `now > lock.expires_at`.
             let text = quote::ToTokens::to_token_stream(b).to_string();
-            if expiry_like(&names, Some(&text)) || self.helper && ordering(&b.op) {
+            let at = region::start_of(Span::of(b));
+            if expiry_like(&names, Some(&text)) && self.concerns_lock(&names, &text, at)
+                || self.helper && ordering(&b.op)
+            {
                 self.record(Some(hit));
             }
         }
