@@ -539,13 +539,7 @@ fn options_match(w: &Walker<'_, '_>, pack: usize, def: &CallDef, args: &[&Expr])
         if let Some(p) = super::fields::parameter(arg, &|n| w.is_param(n))
             && crate::model::eval::Lookup::assigned_fields(w, &p.to_string()).is_empty()
         {
-            let api = def.method.clone().or_else(|| def.function.clone());
-            if let Some(api) = api {
-                w.forwarded
-                    .borrow_mut()
-                    .get_or_insert_with(|| (pack, api, p.to_string()));
-            }
-            return false;
+            return forward(w, pack, def, p);
         }
         let ok = match super::fields::read(arg, w) {
             Some(f) => {
@@ -578,13 +572,7 @@ fn options_match(w: &Walker<'_, '_>, pack: usize, def: &CallDef, args: &[&Expr])
         && let Some(p) = super::fields::parameter(opt, &|n| w.is_param(n))
         && w.local_init(&p.to_string()).is_none()
     {
-        let api = def.method.clone().or_else(|| def.function.clone());
-        if let Some(api) = api {
-            w.forwarded
-                .borrow_mut()
-                .get_or_insert_with(|| (pack, api, p.to_string()));
-        }
-        return false;
+        return forward(w, pack, def, p);
     }
     if !def.when_calls.is_empty() && when_calls(w, def, opt).is_none() {
         return false;
@@ -600,6 +588,17 @@ fn options_match(w: &Walker<'_, '_>, pack: usize, def: &CallDef, args: &[&Expr])
     def.when
         .iter()
         .all(|wanted| names.iter().any(|n| n.eq_ignore_ascii_case(wanted)))
+}
+
+/// Notes that the function hands its parameter `p` to this call, which is then judged at each
+/// of the function's calls (see `WrapperCandidate::forwards`); not a site here.
+fn forward(w: &Walker<'_, '_>, pack: usize, def: &CallDef, p: &syn::Ident) -> bool {
+    if let Some(api) = def.method.clone().or_else(|| def.function.clone()) {
+        w.forwarded
+            .borrow_mut()
+            .get_or_insert_with(|| (pack, api, p.to_string()));
+    }
+    false
 }
 
 /// The `when` of a wrapper whose acquisition a boolean parameter gates (see `Matched::gate`).

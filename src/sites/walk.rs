@@ -1362,16 +1362,16 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .key_names
                     .get(&region::start_of(site.span))
                     .is_some_and(|k| k.iter().any(|n| n != "self" && self.returned.contains(n)));
-            // A value of the program's own lock type built from the key's ingredients (`Ok(Self
-            // { address: relayer, .. })` after `SET relayer-lock:<relayer> NX`) is the lock's
-            // handle, whatever else the function read under the lock to fill it.
             // A receiver taken by value and handed back as the locked state of the same type
             // (`fn acquire(self) -> Result<DistributedLock<Locked>>` ending in `Ok(self
-            // .transition())`, the key in `self.lock_key`) is such a value too.
+            // .transition())`, the key in `self.lock_key`) is the handle below too.
             let consumed = self
                 .sig
                 .receiver()
                 .is_some_and(|r| r.reference.is_none() && r.colon_token.is_none());
+            // A value of the program's own lock type built from the key's ingredients (`Ok(Self
+            // { address: relayer, .. })` after `SET relayer-lock:<relayer> NX`) is the lock's
+            // handle, whatever else the function read under the lock to fill it.
             let key_in_handle = !h.handle
                 && r.release.is_none()
                 && self.ret.as_ref().is_some_and(summary::lock_named_own_type)
