@@ -974,11 +974,9 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .and_then(|k| local_named(k))
                     .is_some_and(|n| self.params.contains(&n) && self.local_init(&n).is_none())
                     && self
-                        .info
-                        .path
-                        .rsplit("::")
-                        .next()
-                        .is_some_and(|f| f.split('_').any(|w| matches!(w, "lock" | "unlock")));
+                        .own_name()
+                        .split('_')
+                        .any(|w| matches!(w, "lock" | "unlock"));
             self.events.push(Event {
                 kind: m.kind,
                 key_says_lock,
@@ -1740,13 +1738,8 @@ impl<'a, 'c> Walker<'a, 'c> {
         self.out.events.append(&mut self.events);
         // A helper that decides a lease's expiry (`fn has_expired(renewed, ttl) -> bool`) is
         // looked at too; its readings count when the file takes a lock (FileFacts::merge).
-        let expiry_helper = !has_lock_work
-            && self
-                .info
-                .path
-                .rsplit("::")
-                .next()
-                .is_some_and(|n| n.to_ascii_lowercase().contains("expir"));
+        let expiry_helper =
+            !has_lock_work && self.own_name().to_ascii_lowercase().contains("expir");
         if has_lock_work || expiry_helper {
             let tie = self.lock_tie(fn_events_from);
             let mut clocks = Clocks {
@@ -1773,6 +1766,15 @@ impl<'a, 'c> Walker<'a, 'c> {
         }
     }
 
+    /// The function's own name, without its module or type (`renew_lock`).
+    fn own_name(&self) -> &str {
+        self.info
+            .path
+            .rsplit("::")
+            .next()
+            .unwrap_or(&self.info.path)
+    }
+
     /// The function's lock operations as `wall-clock-deadline` relates clock readings to them:
     /// its name, where the first starts, the names passed to them.
     fn lock_tie(&self, events_from: usize) -> clocks::LockTie {
@@ -1786,12 +1788,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             )
             .min();
         clocks::LockTie {
-            named: self
-                .info
-                .path
-                .rsplit("::")
-                .next()
-                .is_some_and(clocks::says_lock),
+            named: clocks::says_lock(self.own_name()),
             first_op,
             args: self.op_names.clone(),
         }
