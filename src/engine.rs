@@ -1054,13 +1054,15 @@ fn with_wrappers(
             if w.sql_arg.is_some() {
                 let name = w.canonical.rsplit("::").next().unwrap_or(&w.canonical);
                 p.pack.sql_calls.push(name.to_string());
-            } else if let Some((api, arg)) = &w.forwards {
+            } else if let Some((api, arg, kind)) = &w.forwards {
                 // Each variant of the primitive (`when-fields`), now read in the helper's argument.
                 let variants: Vec<CallDef> = p
                     .calls
                     .iter()
                     .filter(|d| {
-                        (d.fields_arg.is_some() || !d.when_calls.is_empty())
+                        (d.fields_arg.is_some()
+                            || !d.when_calls.is_empty()
+                            || d.when_lock_key && d.kind == *kind)
                             && d.via.is_none()
                             && (d.method.as_ref() == Some(api) || d.function.as_ref() == Some(api))
                     })
@@ -1644,12 +1646,27 @@ fn surface(slots: &[Option<FileOutput>], jobs: &[Job]) -> HashMap<usize, HashSet
         memo.insert(f.to_string(), found);
         found
     }
+    // Functions holding a site: a wrapper that holds none hands its call on whole (its caller's
+    // key or object is judged at each call), so the lowest call of such a chain stands for the
+    // primitive.
+    let holding: HashSet<std::sync::Arc<str>> = slots
+        .iter()
+        .enumerate()
+        .flat_map(|(i, o)| {
+            o.iter().flat_map(move |o| {
+                o.links
+                    .iter()
+                    .map(move |l| origin_of(&jobs[i].crate_root, &l.0))
+            })
+        })
+        .collect();
     let mut memo = HashMap::new();
     let mut out: HashMap<usize, HashSet<(usize, usize)>> = HashMap::new();
     for (i, o) in slots.iter().enumerate() {
         let Some(o) = o else { continue };
         for (s, link) in o.sites.iter().zip(&o.links) {
-            if !s.wrapped || link.1.is_some() || (s.test && !jobs[i].config.include_tests) {
+            let lowest = link.1.as_deref().is_none_or(|via| !holding.contains(via));
+            if !s.wrapped || !lowest || (s.test && !jobs[i].config.include_tests) {
                 continue;
             }
             let f = origin_of(&jobs[i].crate_root, &link.0);

@@ -79,6 +79,9 @@ pub(crate) fn lock_key_among<'s>(
 /// in `try_acquire`, deleted in `try_release`).
 fn same_key(site: &crate::sites::Site, e: &Event) -> bool {
     let Some(key) = &e.key else { return false };
+    if site.key_is_prefix {
+        return false;
+    }
     let parent = |p: &str| p.rsplit_once("::").map(|(t, _)| t.to_string());
     site.key.as_ref() == Some(key)
         || site.key_expr.as_ref() == Some(key)
@@ -101,14 +104,26 @@ fn self_field(key: &str) -> bool {
 
 /// The EXPIRE right after a SETNX, before other work, belongs to the acquisition: also when
 /// either is a helper's call (`conn.set_nx(key, value, None)?` then `conn.expire(key, ttl)`),
-/// whose TTL is the helper's argument rather than a missing one.
+/// whose TTL is the helper's argument rather than a missing one. "Right after": in the same
+/// function, before the region's first long work (the reply's check, error mapping and
+/// logging may stand between them).
 fn completes_setnx(view: &FileView<'_>, e: &Event) -> bool {
+    let at = (e.span.line, e.span.column);
     view.sites.iter().any(|c| {
         (matches!(&c.site.ttl, Ttl::Missing { .. })
             || c.site.via.is_some() && !matches!(&c.site.ttl, Ttl::Known { .. }))
             && same_key(&c.site, e)
-            && c.site.region.start <= (e.span.line, e.span.column)
-            && e.span.line <= c.site.region.start.0 + 4
+            && c.site.region.start <= at
+            && (e.span.line <= c.site.region.start.0 + 4
+                || c.site
+                    .function
+                    .as_ref()
+                    .is_some_and(|f| f.path == e.function)
+                    && c.site
+                        .region
+                        .long_work
+                        .as_ref()
+                        .is_none_or(|(w, _)| at < (w.line, w.column)))
     })
 }
 

@@ -443,10 +443,12 @@ pub fn effect(calls: &[LuaCall], owner_compare: bool, absence: bool) -> Option<E
 }
 
 /// Does the script test that something is absent (`if not current`, `== false`, `== nil`,
-/// `exists(..) == 0`)? Redis answers a GET of a missing key with `false` in Lua.
+/// `exists(..) == 0`)? Redis answers a GET of a missing key with `false` in Lua. A test whose
+/// branch only gives up (`if not current then return {err = ..} end`) makes what follows run
+/// on a key that exists: no create.
 fn tests_absence(toks: &[Tok]) -> bool {
     (0..toks.len()).any(|k| {
-        is_word(toks.get(k), "not")
+        (is_word(toks.get(k), "not")
             || matches!(
                 (toks.get(k), toks.get(k + 1), toks.get(k + 2)),
                 (Some(Tok::Punct('=')), Some(Tok::Punct('=')), Some(t))
@@ -455,8 +457,19 @@ fn tests_absence(toks: &[Tok]) -> bool {
             ) && !matches!(
                 toks.get(k.wrapping_sub(1)),
                 Some(Tok::Punct('=' | '~' | '<' | '>'))
-            )
+            ))
+            && !gives_up_after(toks, k)
     })
+}
+
+/// Is the test at `k` the condition of an `if` whose branch returns at once with something
+/// other than a command's reply (an error table, a constant)?
+fn gives_up_after(toks: &[Tok], k: usize) -> bool {
+    let Some(then) = (k..toks.len().min(k + 24)).find(|&j| is_word(toks.get(j), "then")) else {
+        return false;
+    };
+    is_word(toks.get(then + 1), "return")
+        && !(is_word(toks.get(then + 2), "redis") && toks.get(then + 3) == Some(&Tok::Punct('.')))
 }
 
 /// Does the script compare a value with one of the caller's arguments (`== ARGV[1]`, or a local
@@ -540,6 +553,25 @@ mod tests {
         let renew = "if redis.call('GET', KEYS[1]) == ARGV[1] then
                 return redis.call('EXPIRE', KEYS[1], ARGV[2]) end return 0";
         assert_eq!(script_effect(renew), Some((Effect::Renew, true)));
+    }
+
+    #[test]
+    fn a_set_that_needs_the_key_is_no_create() {
+        // A counter bumped only once it exists: the absent branch gives up.
+        let bump = "local current = redis.call('GET', KEYS[1])
+            if not current then
+              return {err = 'not_initialized'}
+            end
+            redis.call('SET', KEYS[1], tonumber(current) + 1)
+            return current";
+        assert_eq!(script_effect(bump), None);
+        // An absent branch that returns the SET's own reply still creates.
+        let create = "if not redis.call('GET', KEYS[1]) then
+              return redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end return false";
+        assert_eq!(
+            script_effect(create).map(|(e, _)| e),
+            Some(Effect::Acquire(LuaTtl::Arg(1, 1.0)))
+        );
     }
 
     #[test]

@@ -327,6 +327,18 @@ pub struct CallDef {
     /// cluster id); a lock expires, or is deleted by its holder.
     #[serde(default)]
     pub init_calls: Vec<String>,
+    /// The call is this kind only if its `key-arg` names a lock: the key's text (literals,
+    /// `format!`, locals; what is not known, as written) has a word such as `lock`, `leader`,
+    /// `lease` or `mutex` (`"lock.{job}"`, `lock_key`; not `block`). For a store's plain
+    /// create-if-absent (NATS KV's `create`), which is as often a lock as a write-once value.
+    /// The caller's key is judged at each call of the function, unless the function is named for
+    /// a lock (`fn try_acquire(&self, key: &str)`): then the function is the lock.
+    #[serde(default)]
+    pub when_lock_key: bool,
+    /// The lock's key is the argument of this method on the builder chain the call starts
+    /// (`client.put_object().bucket(b).key(k)…send()`: `key`), where no `key-arg` names it.
+    #[serde(default)]
+    pub key_method: Option<String>,
     /// The call is this kind only if method calls match each of these: `name` (the method is
     /// called) or `name(TEXT)` (its first argument's text, read like a URL, contains TEXT;
     /// `condition_expression(attribute_not_exists)`). Looked for in the options argument when
@@ -424,6 +436,11 @@ pub struct CallDef {
     /// etcd keep-alive: returns a response stream whose `ttl()` must be checked.
     #[serde(default)]
     pub stream_ttl: bool,
+    /// The lock lives under its key with a suffix the store adds (etcd's lock service keeps
+    /// `name/<lease>`, its election `name/<lease>` too): another call on the key itself (a plain
+    /// `delete(name)` of a value stored there) does not touch the lock.
+    #[serde(default)]
+    pub key_is_prefix: bool,
     /// The call only replies about a lock kept in the store (a conditional write's output, a
     /// `(bool, index)`), returning no lock value: the lock is known by its key, as a raw
     /// `SET NX`'s is, and a bound reply is not a handle to release.
@@ -482,6 +499,7 @@ impl CallDef {
         !self.when.is_empty()
             || !self.when_calls.is_empty()
             || !self.when_methods.is_empty()
+            || self.when_lock_key
             || !self.when_fields.is_empty()
             || self.fields_arg.is_some()
             || !self.url_contains.is_empty()
@@ -513,6 +531,9 @@ impl CallDef {
             when: w.when_arg.iter().map(|(_, v)| v.clone()).collect(),
             when_calls: Vec::new(),
             init_calls: Vec::new(),
+            when_lock_key: false,
+            key_method: None,
+            key_is_prefix: false,
             when_methods: Vec::new(),
             chain_until: Vec::new(),
             off_by: None,
@@ -564,9 +585,9 @@ impl CallDef {
 }
 
 impl CallDef {
-    /// A primitive's variant as a helper that forwards its `fields-arg` or its `when-calls`
-    /// options (see `WrapperCandidate::forwards`): the helper's name and receiver, the
-    /// primitive's conditions.
+    /// A primitive's variant as a helper that forwards its `fields-arg`, its `when-calls`
+    /// options or its `when-lock-key` key (see `WrapperCandidate::forwards`): the helper's name
+    /// and receiver, the primitive's conditions.
     pub fn forwarding(
         primitive: &CallDef,
         w: &crate::sites::WrapperCandidate,
@@ -576,7 +597,8 @@ impl CallDef {
         // The argument forwarded is the one the primitive reads its conditions from: its object
         // (`fields-arg`), or its options (`when-calls`, and the lease they carry).
         let fields = primitive.fields_arg.is_some();
-        let options = !fields && primitive.options_arg.is_some();
+        let key = !fields && primitive.when_lock_key;
+        let options = !fields && !key && primitive.options_arg.is_some();
         let lease_in_options = options && primitive.lease_arg == primitive.options_arg;
         CallDef {
             arity: own.arity,
@@ -585,8 +607,20 @@ impl CallDef {
             function: own.function,
             method: own.method,
             fields_arg: fields.then_some(arg),
-            // The primitive's other arguments are the helper's own business.
-            key_arg: None,
+            // The primitive's other arguments are the helper's own business; so is the chain
+            // it builds (`when-methods`), now inside the helper.
+            key_arg: key.then_some(arg),
+            key_method: None,
+            when_methods: if key {
+                Vec::new()
+            } else {
+                primitive.when_methods.clone()
+            },
+            chain_until: if key {
+                Vec::new()
+            } else {
+                primitive.chain_until.clone()
+            },
             ttl_arg: None,
             lease_arg: lease_in_options.then_some(arg),
             lease_id_arg: None,
@@ -787,6 +821,11 @@ impl Pack {
             {
                 return Err(bad(format!(
                     "{at}`chain-until` entry `{m}` is not a method name"
+                )));
+            }
+            if c.when_lock_key && c.key_arg.is_none() && c.key_method.is_none() {
+                return Err(bad(format!(
+                    "{at}has `when-lock-key` but no `key-arg` or `key-method` to read"
                 )));
             }
             if !c.init_calls.is_empty() && c.when_calls.is_empty() {

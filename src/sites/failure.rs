@@ -536,7 +536,11 @@ fn apply(mut s: State, outward: &[&Expr]) -> Step {
                         let bool_now = s.layers[0] == Layer::Bool;
                         let keeps_failure = (bool_now || s.layers.get(1) == Some(&Layer::Bool))
                             // `.unwrap_or_else(|e| { warn!(..); false })`: "not acquired".
-                            && (name == "unwrap_or_default" || false_default);
+                            && (name == "unwrap_or_default" || false_default)
+                            // `Result<Option<_>>` given `None` (`SET NX`'s nil): the same.
+                            || s.layers[0] == Layer::Result
+                                && s.layers.get(1) == Some(&Layer::Option)
+                                && (name == "unwrap_or_default" || default_is(is_none));
                         // `timeout(d, acquire()).await.unwrap_or_else(|_| Err(..))`: the outer
                         // failure becomes the inner one, still there to be matched.
                         let into_inner_err = s.layers.len() > 1 && default_is(yields_err);
@@ -576,6 +580,18 @@ fn yields_err(e: &Expr) -> bool {
             matches!(b.block.stmts.last(), Some(Stmt::Expr(x, None)) if yields_err(x))
         }
         Expr::Paren(p) => yields_err(&p.expr),
+        _ => false,
+    }
+}
+
+/// `None`, or a block whose value is `None`.
+fn is_none(e: &Expr) -> bool {
+    match e {
+        Expr::Path(p) => p.path.is_ident("None"),
+        Expr::Block(b) => {
+            matches!(b.block.stmts.last(), Some(Stmt::Expr(x, None)) if is_none(x))
+        }
+        Expr::Paren(p) => is_none(&p.expr),
         _ => false,
     }
 }

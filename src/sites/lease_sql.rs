@@ -96,7 +96,13 @@ pub(crate) fn lease_op(text: &str, vocab: &LeaseTable) -> Option<LeaseOp> {
     // A row stamped with the database clock and taken again once that stamp is old (`SET status
     // = 'picked', taken_at = now() WHERE status = 'unpicked' OR taken_at < now() - $1`): a
     // claim with a timeout, whatever its columns are called.
+    // Rows put back into a free state (`SET status = 'pending'`) are given up, not taken: a
+    // reaper of stale claims.
+    let frees = assigned
+        .iter()
+        .any(|(c, v)| is_status(c) && is_free_state(v));
     if has("update")
+        && !frees
         && assigned
             .iter()
             .any(|(c, v)| is_clock(v) && conditions.iter().any(|cond| older_than(cond, c)))
@@ -131,13 +137,63 @@ pub(crate) fn lease_op(text: &str, vocab: &LeaseTable) -> Option<LeaseOp> {
     }
     // `SET lease_id = NULL, leased_until = NULL WHERE id = $1`: given back whoever holds it (a
     // sweeper of expired rows tests the expiry, and is no holder's release).
-    if set(&holder, true) && set(&expiry, true) && !tests(&expiry) {
+    // …and one that picks only free rows (`WHERE state = 'pending'`) finds no lease to give back.
+    if has("update")
+        && set(&holder, true)
+        && set(&expiry, true)
+        && !tests(&expiry)
+        && !picks_free(&conditions)
+    {
         return Some(LeaseOp::Clear);
     }
     if set(&expiry, false) && !set(&holder, false) && tests(&holder) {
         return Some(LeaseOp::Renew);
     }
     None
+}
+
+/// A column holding a row's state (`status`, `state`, `job_state`).
+fn is_status(column: &str) -> bool {
+    column.ends_with("status") || column.ends_with("state")
+}
+
+/// States in which a row is nobody's: waiting to be claimed.
+const FREE_STATES: [&str; 11] = [
+    "pending",
+    "queued",
+    "enqueued",
+    "new",
+    "waiting",
+    "ready",
+    "available",
+    "idle",
+    "unclaimed",
+    "unlocked",
+    "scheduled",
+];
+
+/// Is the value a free state's literal (`'pending'`)?
+fn is_free_state(v: &str) -> bool {
+    let v = v.trim();
+    v.strip_prefix('\'')
+        .and_then(|v| v.strip_suffix('\''))
+        .is_some_and(|v| FREE_STATES.contains(&v))
+}
+
+/// Does a condition keep only rows in a free state (`… AND state = 'pending'`)? Alternatives
+/// (`or`) may let held rows in, so only a conjunct counts.
+fn picks_free(conditions: &[&str]) -> bool {
+    conditions.iter().any(|cond| {
+        !cond.contains(" or ")
+            && cond.split(" and ").any(|part| {
+                part.trim_matches(|c: char| c == '(' || c == ')' || c == ' ')
+                    .split_once(" = ")
+                    .is_some_and(|(l, r)| {
+                        let col = l.trim().rsplit('.').next().unwrap_or("");
+                        is_status(col) && is_free_state(r)
+                    })
+            })
+    })
 }
 
 /// Does SQL text name a column `pred` accepts (as a whole word)?
@@ -274,20 +330,27 @@ impl LeaseOp {
     }
 }
 
-/// Lower case, comments and string literals blanked, whitespace folded.
+/// Lower case, comments and string literals blanked (but free states' names), whitespace folded.
 fn normalize(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
         match c {
             '\'' => {
-                // A literal: its text is data, not SQL.
+                // A literal: its text is data, not SQL; a free state's name is kept
+                // (`'pending'`), being no column's.
+                let mut lit = String::new();
                 for d in chars.by_ref() {
                     if d == '\'' {
                         break;
                     }
+                    lit.push(d.to_ascii_lowercase());
                 }
-                out.push_str("''");
+                out.push('\'');
+                if FREE_STATES.contains(&lit.as_str()) {
+                    out.push_str(&lit);
+                }
+                out.push('\'');
             }
             '-' if chars.peek() == Some(&'-') => {
                 for d in chars.by_ref() {
@@ -489,6 +552,14 @@ mod tests {
         assert_eq!(lease_op(release, &v), Some(LeaseOp::Release));
         let clear = "UPDATE jobs SET locked_by = NULL, lock_expires_at = NULL WHERE id = $1 AND locked_by = $2";
         assert_eq!(lease_op(clear, &v), Some(LeaseOp::Release));
+        // Cleared whoever holds it; a free state tested beside another (`or`) lets held rows in.
+        let blind = "UPDATE jobs SET locked_by = NULL, lock_expires_at = NULL WHERE id = $1";
+        assert_eq!(lease_op(blind, &v), Some(LeaseOp::Clear));
+        let either = "UPDATE jobs SET state = 'cancelled', locked_by = NULL, lock_expires_at = NULL WHERE id = $1 AND (state = 'pending' OR state = 'running')";
+        assert_eq!(lease_op(either, &v), Some(LeaseOp::Clear));
+        // A stale stamp taken (`status = 'picked'` is no free state).
+        let take = "UPDATE q SET status = 'picked', taken_at = now() WHERE status = 'unpicked' OR taken_at < now() - $1";
+        assert_eq!(lease_op(take, &v), Some(LeaseOp::Claim));
     }
 
     #[test]
@@ -583,6 +654,12 @@ mod tests {
             // A worker's own heartbeat, and one reset by a sweeper: no holder, no guard.
             "UPDATE workers SET heartbeat = now() WHERE id = $1",
             "UPDATE workers SET heartbeat = now(), status = 'idle' WHERE status = 'busy'",
+            // A reaper putting stale claims back (no holder's release), and a cancel that
+            // picks only rows nobody holds.
+            "UPDATE work SET status = 'pending', claim_token = NULL, updated_at = NOW() WHERE status = 'running' AND updated_at < NOW() - make_interval(secs => $1)",
+            "UPDATE tasks SET state = 'cancelled', locked_by = NULL, lock_expires_at = NULL WHERE task_id = $1 AND state = 'pending'",
+            // A new row written with its lock columns empty: nothing held, nothing given back.
+            "INSERT INTO jobs (id, queue, locked_at, locked_by, lock_expires_at) VALUES ($1, $2, NULL, NULL, NULL)",
         ] {
             assert_eq!(lease_op(sql, &v), None, "{sql}");
         }

@@ -45,6 +45,8 @@ pub(super) struct Matched<'a> {
     pub checkout: Option<String>,
     /// The call returns a lock value (handle or guard) rather than a reply about a key.
     pub handle: bool,
+    /// The key is a prefix the store keeps the lock under (see `CallDef::key_is_prefix`).
+    pub key_is_prefix: bool,
     /// How this call's lock is released, when it differs from the pack's.
     pub release: Option<ReleaseStyle>,
     /// A call of a scoped wrapper (`with_lock(key, || …)`): released before it returns. (A
@@ -93,6 +95,7 @@ impl<'a> Matched<'a> {
             pool: None,
             checkout: None,
             handle: false,
+            key_is_prefix: false,
             release: None,
             scoped: false,
             consensus: None,
@@ -253,6 +256,18 @@ pub(super) fn match_site<'a>(
                 let (cmd_args, consumed) = command_args(outward);
                 return match_command(w, packs, &args, cmd_args, consumed, call_span);
             }
+            // `redis::Cmd::new().arg("SET").arg(key)…`: the first argument names the command.
+            if args.is_empty()
+                && let Some(packs) = empty_cmd_builder(w, &path)
+            {
+                let call_span = Span::join(name_span, Span::of(c));
+                let (mut cmd_args, consumed) = command_args(outward);
+                if cmd_args.is_empty() {
+                    return None;
+                }
+                let name = eval::eval_str(cmd_args.remove(0), w)?.to_ascii_uppercase();
+                return match_named_command(w, packs, name, cmd_args, consumed, call_span);
+            }
             // A function of the program that builds the command: its arguments in place of its
             // parameters, then whatever the chain adds.
             if let Some(b) = w.cx.index.cmd_builder(&path)
@@ -371,9 +386,15 @@ fn match_method<'a>(
         }) {
             continue;
         }
+        let chain_key = def
+            .key_method
+            .as_deref()
+            .and_then(|m| chain_arg(outward, m));
         if receiver_matches(w, def, rty.as_ref())
             && options_match(w, r.pack, def, args)
             && let Some(consumed) = chain_match(w, def, outward)
+            && (def.key_method.is_none()
+                || chain_key.is_some_and(|k| !def.when_lock_key || lock_key(w, r.pack, def, k)))
         {
             if let Some(what) = def.script {
                 match script_method(w, r.pack, what, def, args, receiver, span, name) {
@@ -413,7 +434,9 @@ fn match_method<'a>(
             );
             found.consumed = consumed;
             if found.key.is_none() {
-                found.key = when_key(w, def, args).or_else(|| url_key(w, def, args));
+                found.key = chain_key
+                    .or_else(|| when_key(w, def, args))
+                    .or_else(|| url_key(w, def, args));
             }
             // A session lock taken through a value built around a lent connection
             // (`PostgresLock::new(&mut client, key).acquire()`) goes back to the pool with it.
@@ -503,6 +526,12 @@ fn trait_in_scope(w: &Walker<'_, '_>, t: &str) -> bool {
 /// Options-builder conditions (`conditional_set(ExistenceCheck::NX)`, and the calls `when-calls`
 /// asks for).
 fn options_match(w: &Walker<'_, '_>, pack: usize, def: &CallDef, args: &[&Expr]) -> bool {
+    if def.when_lock_key
+        && let Some(i) = def.key_arg
+        && !args.get(i).is_some_and(|k| lock_key(w, pack, def, k))
+    {
+        return false;
+    }
     if !def.url_contains.is_empty() {
         let Some(url) = def
             .url_arg
@@ -596,9 +625,106 @@ fn forward(w: &Walker<'_, '_>, pack: usize, def: &CallDef, p: &syn::Ident) -> bo
     if let Some(api) = def.method.clone().or_else(|| def.function.clone()) {
         w.forwarded
             .borrow_mut()
-            .get_or_insert_with(|| (pack, api, p.to_string()));
+            .get_or_insert_with(|| (pack, api, p.to_string(), def.kind));
     }
     false
+}
+
+/// `when-lock-key`: does the call's key name a lock? The caller's key (a parameter) is judged at
+/// each call of the function (forwarded), unless its name or the function's says lock
+/// (`fn try_acquire(&self, key: &str)`: the function is the lock, and a wrapper).
+fn lock_key(w: &Walker<'_, '_>, pack: usize, def: &CallDef, k: &Expr) -> bool {
+    // The parameter itself, or a copy of it under its own name (`let key = key.to_owned();`
+    // before a closure that moves it).
+    let peeled = super::summary::peel_key(k);
+    let copied = super::walk::local_named(peeled).filter(|n| {
+        w.param_position(n).is_some()
+            && w.local_init(n).is_some_and(|init| {
+                super::walk::local_named(super::summary::peel_key(init)).as_ref() == Some(n)
+            })
+    });
+    let param =
+        super::fields::parameter(peeled, &|n| w.is_param(n) || copied.as_deref() == Some(n));
+    if let Some(p) = param {
+        if names_lock(&p.to_string(), KEY_WORDS) || names_lock(w.own_name(), LOCK_FN_WORDS) {
+            return true;
+        }
+        if def.via.is_none() {
+            return forward(w, pack, def, p);
+        }
+    }
+    url_template(w, k, 0).is_some_and(|t| names_lock(&t, KEY_WORDS))
+}
+
+/// Words that make a key a lock's (compared whole: `block` and `clock` are not `lock`).
+pub(super) const KEY_WORDS: &[&str] = &[
+    "lock",
+    "locks",
+    "locked",
+    "locking",
+    "unlock",
+    "mutex",
+    "leader",
+    "leadership",
+    "lease",
+    "leases",
+    "election",
+];
+
+/// Words that make a function one that takes a lock, besides the key's.
+pub(super) const LOCK_FN_WORDS: &[&str] = &[
+    "lock",
+    "locks",
+    "locked",
+    "locking",
+    "unlock",
+    "mutex",
+    "leader",
+    "leadership",
+    "lease",
+    "leases",
+    "election",
+    "elect",
+    "acquire",
+    "claim",
+    "campaign",
+];
+
+/// Words that make a function one that sets a value up once.
+pub(super) const INIT_FN_WORDS: &[&str] =
+    &["init", "initialize", "initialise", "seed", "bootstrap"];
+
+/// Does `text` hold one of `words` as a word of its own (split at anything not a letter or
+/// digit, and where a lower-case letter meets an upper-case one: `lockKey`, `LOCK_KEY`,
+/// `"app.lock.{id}"`)?
+pub(super) fn names_lock(text: &str, words: &[&str]) -> bool {
+    let mut word = String::new();
+    let mut prev_lower = false;
+    let mut found = false;
+    let mut flush = |word: &mut String| {
+        found |= words.contains(&word.as_str());
+        word.clear();
+    };
+    for c in text.chars() {
+        if !c.is_ascii_alphanumeric() || (c.is_ascii_uppercase() && prev_lower) {
+            flush(&mut word);
+        }
+        if c.is_ascii_alphanumeric() {
+            word.push(c.to_ascii_lowercase());
+        }
+        prev_lower = c.is_ascii_lowercase();
+    }
+    flush(&mut word);
+    found
+}
+
+/// The argument of `method` on the builder chain a call starts (`.key(k)`), before its end.
+fn chain_arg<'a>(outward: &[&'a Expr], method: &str) -> Option<&'a Expr> {
+    // `outward` is outermost first: the chain starts at its end.
+    outward.iter().rev().find_map(|level| match level {
+        Expr::MethodCall(m) if m.method == method && m.args.len() == 1 => Some(&m.args[0]),
+        _ => None,
+    })
 }
 
 /// The `when` of a wrapper whose acquisition a boolean parameter gates (see `Matched::gate`).
@@ -951,6 +1077,7 @@ fn build<'a>(
         owner_checked: def.owner_check,
         auto_renew: def.auto_renew,
         stream_ttl: def.stream_ttl,
+        key_is_prefix: def.key_is_prefix,
         handle: !def.reply_only
             && (def.returns_type.is_some()
                 || def.in_scope.is_empty()
@@ -1236,6 +1363,24 @@ fn built_command<'a>(w: &Walker<'a, '_>, init: &'a Expr, added: &[&'a Expr]) -> 
             eval::eval_str(c.args.first()?, w)?.to_ascii_uppercase(),
             Vec::new(),
         ),
+        // `Cmd::new()`: the first argument added names the command.
+        None if c.args.is_empty() && empty_cmd_builder(w, &path).is_some() => {
+            let packs = empty_cmd_builder(w, &path)?.to_vec();
+            let mut all = Vec::new();
+            for a in own.iter().rev() {
+                flatten_args(a, &mut all);
+            }
+            all.extend(added.iter().copied());
+            if all.is_empty() {
+                return None;
+            }
+            let name = eval::eval_str(all.remove(0), w)?.to_ascii_uppercase();
+            return Some(Built {
+                packs,
+                name,
+                args: all,
+            });
+        }
         None => {
             let (ty, method) = path.rsplit_once("::")?;
             let root = ty
@@ -1255,6 +1400,19 @@ fn built_command<'a>(w: &Walker<'a, '_>, init: &'a Expr, added: &[&'a Expr]) -> 
     }
     args.extend(added.iter().copied());
     Some(Built { packs, name, args })
+}
+
+/// The packs of a command built empty (`redis::Cmd::new()`, named by its first `.arg`): the
+/// `Cmd` type of a crate whose `cmd` function is a command builder.
+fn empty_cmd_builder<'w>(w: &'w Walker<'_, '_>, path: &str) -> Option<&'w [usize]> {
+    let ty = path.strip_suffix("::new")?;
+    let root = ty
+        .strip_suffix("::cmd::Cmd")
+        .or_else(|| ty.strip_suffix("::Cmd"))?;
+    w.cx.packs
+        .command_builders
+        .get(&format!("{root}::cmd"))
+        .map(Vec::as_slice)
 }
 
 /// `redis::cmd("SET").arg(key).arg(val).arg("NX").arg("PX").arg(30_000)`: `args` are the
@@ -2218,6 +2376,31 @@ pub(super) fn pack_fn_return_type(w: &Walker<'_, '_>, path: &str) -> Option<Ty> 
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn lock_words_are_whole_words() {
+        use super::{KEY_WORDS, names_lock};
+        for yes in [
+            "lock_key",
+            "lockKey",
+            "LOCK_KEY",
+            "app.lock.{id}",
+            "{Self::lock_key(p)}",
+            "leader/x",
+        ] {
+            assert!(names_lock(yes, KEY_WORDS), "{yes}");
+        }
+        for no in [
+            "block_key",
+            "clock",
+            "{key}",
+            "blocks/{n}",
+            "unlocked_at",
+            "Locksmith",
+        ] {
+            assert!(!names_lock(no, KEY_WORDS), "{no}");
+        }
+    }
+
     #[test]
     fn sql_args_split_at_top_level() {
         assert_eq!(

@@ -114,6 +114,8 @@ pub struct Site {
     pub key: Option<String>,
     /// The key expression as written, when it is not a literal (matched within the function).
     pub key_expr: Option<String>,
+    /// The lock lives under the key with a suffix of the store's (`CallDef::key_is_prefix`).
+    pub key_is_prefix: bool,
     pub ttl: Ttl,
     pub failure: Failure,
     pub fencing: Fencing,
@@ -224,8 +226,9 @@ pub struct WrapperCandidate {
     /// For a helper that hands its parameter to the argument a pack reads with `fields-arg`
     /// (`fn patch(&self, p: &Patch<P>) { self.api.patch(name, pp, p) }`): the primitive's
     /// method or function and the parameter (receiver not counted). Call sites are judged by the
-    /// object they pass, as the primitive's are.
-    pub forwards: Option<(String, usize)>,
+    /// object they pass, as the primitive's are. With the kind of the call judged: a forwarded
+    /// key (`when-lock-key`) stands for that variant alone.
+    pub forwards: Option<(String, usize, CallKind)>,
     /// The primitive runs only in the arm of a `match` on parameter #i (receiver not counted)
     /// that names this variant (`match call { Call::Lock => node.acquire(&lock), Call::Extend =>
     /// node.extend(&lock) }`): a call site is one only when its argument names it.

@@ -350,6 +350,7 @@ fn analyze_fn<'a>(
         pipe_locals: HashMap::new(),
         in_closures: HashSet::new(),
         forwarded: std::cell::RefCell::new(None),
+        counter_keys: HashSet::new(),
         value_loop: None,
         let_loops: Vec::new(),
         rebound: HashMap::new(),
@@ -402,6 +403,7 @@ fn analyze_fn<'a>(
         syn::ReturnType::Type(_, t) => w.ty_of_type(t),
     };
     w.block_ends.push(region::end_of(Span::of_block(body)));
+    w.counter_keys = counted_keys(body);
     w.visit_block(body);
     w.finish(body);
     if w.out.sites.len() > w.first_site || w.out.wrappers.iter().any(|x| x.canonical == w.canonical)
@@ -411,8 +413,11 @@ fn analyze_fn<'a>(
     // A helper that hands its caller's object to a call judged by it (`fields-arg`), or one
     // that runs its caller's SQL: each call of it is judged by what the caller passes.
     let forward = w.forwarded.borrow().clone();
+
     let runner = match forward {
-        Some((pack, api, param)) => param_index(sig, &param).map(|i| (pack, Runs::Object(api, i))),
+        Some((pack, api, param, kind)) => {
+            param_index(sig, &param).map(|i| (pack, Runs::Object(api, i, kind)))
+        }
         None => None,
     }
     .or_else(|| summary::sql_runner(sig, body, cx.packs).map(|(pack, arg)| (pack, Runs::Sql(arg))))
@@ -424,7 +429,7 @@ fn analyze_fn<'a>(
         let sql = matches!(runs, Runs::Sql(_));
         let (sql_arg, forwards, script_arg) = match runs {
             Runs::Sql(arg) => (Some(arg), None, None),
-            Runs::Object(api, i) => (None, Some((api, i)), None),
+            Runs::Object(api, i, kind) => (None, Some((api, i, kind)), None),
             Runs::Script(text, key) => (None, None, Some((text, key))),
         };
         w.out.wrappers.push(super::WrapperCandidate {
@@ -464,12 +469,51 @@ fn analyze_fn<'a>(
     }
 }
 
+/// The keys a body counts with: the key argument of `incr`/`incr_by`/`decr`/`hincr_by`-style
+/// methods, or of a raw `cmd("INCR" | "INCRBY" | "DECR" | …).arg(key)`.
+fn counted_keys(body: &syn::Block) -> HashSet<String> {
+    struct Counts(HashSet<String>);
+    const COUNTERS: [&str; 6] = ["incr", "incr_by", "incrby", "decr", "decr_by", "decrby"];
+    fn text(e: &Expr) -> String {
+        quote::ToTokens::to_token_stream(summary::peel_key(e)).to_string()
+    }
+    impl<'ast> Visit<'ast> for Counts {
+        fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+            let name = m.method.to_string().to_ascii_lowercase();
+            if COUNTERS.contains(&name.as_str())
+                && let Some(k) = m.args.first()
+            {
+                self.0.insert(text(k));
+            }
+            // `cmd("INCRBY").arg(&key)`: the first `.arg` on a counting command.
+            if m.method == "arg"
+                && let Expr::Call(c) = &*m.receiver
+                && let Expr::Path(f) = &*c.func
+                && f.path.segments.last().is_some_and(|s| s.ident == "cmd")
+                && let Some(Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(cmd),
+                    ..
+                })) = c.args.first()
+                && COUNTERS.contains(&cmd.value().to_ascii_lowercase().as_str())
+                && let Some(k) = m.args.first()
+            {
+                self.0.insert(text(k));
+            }
+            syn::visit::visit_expr_method_call(self, m);
+        }
+    }
+    let mut c = Counts(HashSet::new());
+    c.visit_block(body);
+    c.0
+}
+
 /// What a runner helper hands on to the call inside it.
 enum Runs {
     /// The SQL text, in this argument.
     Sql(usize),
-    /// The object a `fields-arg` call reads: the call's method or function, and the parameter.
-    Object(String, usize),
+    /// The object a `fields-arg` call reads (or the key a `when-lock-key` call does): the call's
+    /// method or function, the parameter, and the kind of the call judged.
+    Object(String, usize, crate::packs::CallKind),
     /// A Lua script's text, in this argument; its key, in that one.
     Script(usize, Option<usize>),
 }
@@ -634,7 +678,13 @@ pub(super) struct Walker<'a, 'c> {
     /// The first pack call whose `fields-arg` is a parameter of this function, as (pack, the
     /// call's method or function, the parameter): noted while matching, which only reads the
     /// walker.
-    pub(super) forwarded: std::cell::RefCell<Option<(usize, String, String)>>,
+    /// With the kind of the call: a key forwarded (`when-lock-key`) was judged here for one
+    /// variant of the call, the only one its helper's calls are.
+    pub(super) forwarded:
+        std::cell::RefCell<Option<(usize, String, String, crate::packs::CallKind)>>,
+    /// Keys the function counts with (`INCRBY key 1`, `con.incr(&key, 1)`), as written without
+    /// borrows: a create-if-absent of one sets a counter up, it takes no lock.
+    counter_keys: HashSet<String>,
     /// The `loop` that is the function's value: a `break` out of it returns.
     value_loop: Option<Span>,
     /// `let pat = loop { … break value; … }`: per such loop, the pattern its breaks bind and
@@ -863,6 +913,9 @@ impl<'a, 'c> Walker<'a, 'c> {
             }
             if let Some(m) = matchers::match_site(self, core, &levels[..i]) {
                 self.done.insert(core as *const Expr);
+                if self.initialises_once(&m) {
+                    return;
+                }
                 let outward: Vec<&'a Expr> = levels[..i - m.consumed.min(i)]
                     .iter()
                     .rev()
@@ -958,7 +1011,12 @@ impl<'a, 'c> Walker<'a, 'c> {
                     key.as_ref().is_some_and(|k| read.contains(k))
                         || m.mentions.iter().any(|n| read.contains(n))
                 }) || lock_object && self.holder_compared);
-            let says_lock = |t: &str| t.to_ascii_lowercase().contains("lock");
+            // `lock` anywhere (`lock_key`, `locks:{id}`), or another word for one standing alone
+            // (`mutex.key`, `leader_key`, `"lease/{id}"`).
+            let says_lock = |t: &str| {
+                t.to_ascii_lowercase().contains("lock")
+                    || matchers::names_lock(t, matchers::KEY_WORDS)
+            };
             let key_says_lock = key.as_deref().is_some_and(says_lock)
                 || m.key
                     .as_ref()
@@ -1093,6 +1151,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             function: Some(self.info.clone()),
             key: if key_literal { key.clone() } else { None },
             key_expr: if key_literal { None } else { key },
+            key_is_prefix: m.key_is_prefix,
             ttl: m.ttl,
             failure,
             fencing: m.fencing,
@@ -1677,6 +1736,26 @@ impl<'a, 'c> Walker<'a, 'c> {
                     let held = flow
                         .as_ref()
                         .and_then(|f| summary::released(f, e, key, sql_pack));
+                    // A blind command on a key that is neither the caller's (passed on) nor
+                    // known for a lock's: computed (`PEXPIRE vote_key(provider)`) or a local
+                    // (`for p in providers { self.vote(&p) }`). Judged here, it was no lock's;
+                    // the callers never see the key: no renewal or release to hand on.
+                    let unknown_key = e.key.as_deref().is_some_and(|k| {
+                        k.contains('(')
+                            || k.contains('!')
+                            || syn::parse_str::<syn::Ident>(k).is_ok_and(|id| {
+                                let n = id.to_string();
+                                n.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+                                    && !self.params.contains(&n)
+                            })
+                    });
+                    if !e.owner_checked
+                        && !e.key_says_lock
+                        && unknown_key
+                        && summary::key_arg(held.as_ref()).is_none()
+                    {
+                        return None;
+                    }
                     (held.is_some() || e.mentions.iter().any(|m| self.params.contains(m))).then(
                         || {
                             seen.insert(e.pack);
@@ -1766,8 +1845,36 @@ impl<'a, 'c> Walker<'a, 'c> {
         }
     }
 
+    /// A create-if-absent of a counter the function then counts with, or one that never expires
+    /// in a function named for setting a value up
+    /// (`fn initialize_if_missing(&self, next: u64) { conn.set_nx(key, next) }`), on a key that
+    /// names no lock: a value written once (a counter's seed), not a lock left without deadline.
+    fn initialises_once(&self, m: &Matched<'a>) -> bool {
+        // A key the function then counts with: `SET key 0 NX PX t` before `INCRBY key 1`.
+        if m.kind.is_acquisition()
+            && m.via.is_none()
+            && m.key.is_some_and(|k| {
+                self.counter_keys
+                    .contains(&quote::ToTokens::to_token_stream(summary::peel_key(k)).to_string())
+            })
+        {
+            return true;
+        }
+        m.kind.is_acquisition()
+            && m.via.is_none()
+            && matches!(m.ttl, super::Ttl::Missing { .. })
+            && matchers::names_lock(self.own_name(), matchers::INIT_FN_WORDS)
+            && !matchers::names_lock(self.own_name(), matchers::LOCK_FN_WORDS)
+            && !m.key.is_some_and(|k| {
+                matchers::names_lock(
+                    &quote::ToTokens::to_token_stream(k).to_string(),
+                    matchers::KEY_WORDS,
+                )
+            })
+    }
+
     /// The function's own name, without its module or type (`renew_lock`).
-    fn own_name(&self) -> &str {
+    pub(in crate::sites) fn own_name(&self) -> &str {
         self.info
             .path
             .rsplit("::")
@@ -2485,6 +2592,20 @@ impl<'a> Walker<'a, '_> {
                     }
                 }
                 self.visit_expr(&a.right);
+                // `let mut last = None; … last = Some(Epoch::from_key(k)?);`: a local of no known
+                // type takes the type of what it is given.
+                if let Some(n) = name_of(&a.left)
+                    && self.lookup(&n).is_some_and(|l| {
+                        l.ty.is_none()
+                            || l.init.is_some_and(
+                                |i| matches!(i, Expr::Path(p) if p.path.is_ident("None")),
+                            )
+                    })
+                    && let Some(ty) = self.type_of(&a.right)
+                    && let Some(l) = self.scopes.iter_mut().rev().find_map(|s| s.get_mut(&n))
+                {
+                    l.ty = Some(ty);
+                }
             }
             Expr::Struct(s) => {
                 for f in &s.fields {
@@ -2564,7 +2685,15 @@ impl<'a> Walker<'a, '_> {
         self.deferred_region = saved;
         let ty = self.type_of(&a.right);
         if let Some(local) = self.scopes.iter_mut().rev().find_map(|s| s.get_mut(&name)) {
-            local.ty = local.ty.take().or(ty);
+            // Declared `None`, it is of the type it is given (`last = Some(Epoch::from_key(k)?)`).
+            let none = local
+                .init
+                .is_some_and(|i| matches!(i, Expr::Path(p) if p.path.is_ident("None")));
+            local.ty = if none && ty.is_some() {
+                ty
+            } else {
+                local.ty.take().or(ty)
+            };
             local.init = local.init.or(Some(&*a.right));
         }
         // `lock = l;` with `l` a lock bound inside a loop (`if let Some(l) = rl.lock(..)? { lock =

@@ -424,6 +424,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                         | "to_owned"
                         | "unwrap"
                         | "expect"
+                        | "unwrap_or"
                         | "unwrap_or_default"
                         | "unwrap_or_else"
                         | "into_inner"
