@@ -25,6 +25,9 @@ pub enum Written {
     Set,
     /// `""`, `null`, `None`, `Default::default()`: the field is cleared.
     Cleared,
+    /// Copied from the same field of an object read before (`acquire_time:
+    /// existing.spec.as_ref().and_then(|s| s.acquire_time.clone())`): left as it was.
+    Kept,
 }
 
 /// Written fields by normalised name (see `normalize`). A field set in one branch and cleared
@@ -39,13 +42,48 @@ pub fn normalize(name: &str) -> String {
         .collect()
 }
 
-/// Does a `when-fields` entry hold? `name` wants the field set, `name=` wants it cleared;
-/// `a|b` is either (a lock document's owner may be `lockId` or `owner`).
+/// Does a `when-fields` entry hold? `name` wants the field set, `name=` wants it cleared,
+/// `name^` wants it kept as read (a holder writing its Lease back with the `acquireTime` it
+/// had renews it); `a|b` is either (a lock document's owner may be `lockId` or `owner`).
 pub fn holds(fields: &Fields, wanted: &str) -> bool {
-    wanted.split('|').any(|one| match one.strip_suffix('=') {
-        Some(name) => fields.get(&normalize(name)) == Some(&Written::Cleared),
-        None => fields.get(&normalize(one)) == Some(&Written::Set),
+    wanted.split('|').any(|one| {
+        let (name, want) = if let Some(n) = one.strip_suffix('=') {
+            (n, Written::Cleared)
+        } else if let Some(n) = one.strip_suffix('^') {
+            (n, Written::Kept)
+        } else {
+            (one, Written::Set)
+        };
+        fields.get(&normalize(name)) == Some(&want)
     })
+}
+
+/// Is the value the same field of another object (`x.acquire_time`, through `as_ref`,
+/// `and_then(|s| s.acquire_time.clone())` and the like)? Not of `self`: `self.holder_identity`
+/// is the program's own value, written fresh.
+fn copies_field(e: &Expr, field: &str) -> bool {
+    fn has(ts: TokenStream, field: &str) -> bool {
+        // The last two tokens: `<owner> .` before a field name.
+        let (mut owner_is_self, mut dot) = (false, false);
+        let mut prev_self = false;
+        for tt in ts {
+            match &tt {
+                TokenTree::Punct(p) if p.as_char() == '.' => {
+                    owner_is_self = prev_self;
+                    dot = true;
+                    prev_self = false;
+                    continue;
+                }
+                TokenTree::Ident(i) if dot && !owner_is_self && i == field => return true,
+                TokenTree::Group(g) if has(g.stream(), field) => return true,
+                _ => {}
+            }
+            prev_self = matches!(&tt, TokenTree::Ident(i) if i == "self");
+            dot = false;
+        }
+        false
+    }
+    has(quote::ToTokens::to_token_stream(e), field)
 }
 
 /// The fields `e` sets, or `None` when it cannot be read.
@@ -142,7 +180,12 @@ fn expr(e: &Expr, env: &dyn Lookup, depth: usize, out: &mut Fields) -> Option<()
                 let syn::Member::Named(id) = &f.member else {
                     continue;
                 };
-                merge(out, normalize(&id.to_string()), value(&f.expr));
+                let written = if copies_field(&f.expr, &id.to_string()) {
+                    Written::Kept
+                } else {
+                    value(&f.expr)
+                };
+                merge(out, normalize(&id.to_string()), written);
                 // What a nested value sets is written too (`spec: Some(LeaseSpec { … })`); one
                 // that cannot be read leaves the rest known.
                 let mut inner = Fields::new();
@@ -343,6 +386,20 @@ mod tests {
         let empty = fields("Lease { metadata: meta, spec: Default::default() }").unwrap();
         assert!(!holds(&empty, "holderIdentity"));
         assert!(holds(&empty, "spec="));
+    }
+
+    #[test]
+    fn fields_kept_from_the_object_read() {
+        let f = fields(
+            "LeaseSpec { holder_identity: Some(self.holder_identity.clone()), acquire_time: existing.spec.as_ref().and_then(|s| s.acquire_time.clone()), renew_time: Some(now) }",
+        )
+        .unwrap();
+        // Our own identity is written, the acquire time kept as read.
+        assert!(holds(&f, "holderIdentity"));
+        assert!(holds(&f, "acquireTime^"));
+        assert!(!holds(&f, "acquireTime"));
+        let fresh = fields("LeaseSpec { acquire_time: Some(now.clone()) }").unwrap();
+        assert!(!holds(&fresh, "acquireTime^"));
     }
 
     #[test]

@@ -646,7 +646,7 @@ fn lock_key(w: &Walker<'_, '_>, pack: usize, def: &CallDef, k: &Expr) -> bool {
     let param =
         super::fields::parameter(peeled, &|n| w.is_param(n) || copied.as_deref() == Some(n));
     if let Some(p) = param {
-        if names_lock(&p.to_string(), KEY_WORDS) || names_lock(w.own_name(), LOCK_FN_WORDS) {
+        if names_lock(&p.to_string(), KEY_WORDS) || fn_says_lock(w.own_name()) {
             return true;
         }
         if def.via.is_none() {
@@ -672,23 +672,12 @@ pub(super) const KEY_WORDS: &[&str] = &[
 ];
 
 /// Words that make a function one that takes a lock, besides the key's.
-pub(super) const LOCK_FN_WORDS: &[&str] = &[
-    "lock",
-    "locks",
-    "locked",
-    "locking",
-    "unlock",
-    "mutex",
-    "leader",
-    "leadership",
-    "lease",
-    "leases",
-    "election",
-    "elect",
-    "acquire",
-    "claim",
-    "campaign",
-];
+const LOCK_FN_WORDS: &[&str] = &["elect", "acquire", "claim", "campaign"];
+
+/// Is a function named for taking a lock (`try_acquire`, `elect_leader`, `lock_resource`)?
+pub(super) fn fn_says_lock(name: &str) -> bool {
+    names_lock(name, KEY_WORDS) || names_lock(name, LOCK_FN_WORDS)
+}
 
 /// Words that make a function one that sets a value up once.
 pub(super) const INIT_FN_WORDS: &[&str] =

@@ -413,7 +413,6 @@ fn analyze_fn<'a>(
     // A helper that hands its caller's object to a call judged by it (`fields-arg`), or one
     // that runs its caller's SQL: each call of it is judged by what the caller passes.
     let forward = w.forwarded.borrow().clone();
-
     let runner = match forward {
         Some((pack, api, param, kind)) => {
             param_index(sig, &param).map(|i| (pack, Runs::Object(api, i, kind)))
@@ -675,11 +674,9 @@ pub(super) struct Walker<'a, 'c> {
     /// Acquisitions inside a closure or `async` block (by span start): held by whoever runs it,
     /// never left by this function to its caller.
     in_closures: HashSet<Pos>,
-    /// The first pack call whose `fields-arg` is a parameter of this function, as (pack, the
-    /// call's method or function, the parameter): noted while matching, which only reads the
-    /// walker.
-    /// With the kind of the call: a key forwarded (`when-lock-key`) was judged here for one
-    /// variant of the call, the only one its helper's calls are.
+    /// The first pack call whose `fields-arg`, `when-calls` options or `when-lock-key` key is a
+    /// parameter of this function, as (pack, the call's method or function, the parameter, the
+    /// call's kind: the variant judged here): noted while matching, which only reads the walker.
     pub(super) forwarded:
         std::cell::RefCell<Option<(usize, String, String, crate::packs::CallKind)>>,
     /// Keys the function counts with (`INCRBY key 1`, `con.incr(&key, 1)`), as written without
@@ -1864,7 +1861,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             && m.via.is_none()
             && matches!(m.ttl, super::Ttl::Missing { .. })
             && matchers::names_lock(self.own_name(), matchers::INIT_FN_WORDS)
-            && !matchers::names_lock(self.own_name(), matchers::LOCK_FN_WORDS)
+            && !matchers::fn_says_lock(self.own_name())
             && !m.key.is_some_and(|k| {
                 matchers::names_lock(
                     &quote::ToTokens::to_token_stream(k).to_string(),
@@ -2592,20 +2589,6 @@ impl<'a> Walker<'a, '_> {
                     }
                 }
                 self.visit_expr(&a.right);
-                // `let mut last = None; … last = Some(Epoch::from_key(k)?);`: a local of no known
-                // type takes the type of what it is given.
-                if let Some(n) = name_of(&a.left)
-                    && self.lookup(&n).is_some_and(|l| {
-                        l.ty.is_none()
-                            || l.init.is_some_and(
-                                |i| matches!(i, Expr::Path(p) if p.path.is_ident("None")),
-                            )
-                    })
-                    && let Some(ty) = self.type_of(&a.right)
-                    && let Some(l) = self.scopes.iter_mut().rev().find_map(|s| s.get_mut(&n))
-                {
-                    l.ty = Some(ty);
-                }
             }
             Expr::Struct(s) => {
                 for f in &s.fields {
