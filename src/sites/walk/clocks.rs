@@ -52,10 +52,11 @@ pub(super) fn says_lock(text: &str) -> bool {
 
 use crate::model::index::EXPIRY_WORDS;
 
+/// Names that speak of expiry, or of the renewal that staves it off (`now - renewal_time`).
 fn expiry_like(names: &HashSet<String>, extra: Option<&str>) -> bool {
     names.iter().map(String::as_str).chain(extra).any(|n| {
         let n = n.to_ascii_lowercase();
-        EXPIRY_WORDS.iter().any(|w| n.contains(w))
+        EXPIRY_WORDS.iter().chain(&["renew"]).any(|w| n.contains(w))
     })
 }
 
@@ -172,9 +173,34 @@ impl<'ast> Visit<'ast> for FirstClock<'_, '_, '_, '_> {
         }
         syn::visit::visit_expr_binary(self, b);
     }
+    // A closure is another time, except one that computes the value in place
+    // (`renewed.map(|t| Utc::now() - t.0 > ttl)`).
     fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+    fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+        if VALUE_CLOSURES.contains(&m.method.to_string().as_str()) {
+            for a in &m.args {
+                if let Expr::Closure(c) = a {
+                    self.visit_expr(&c.body);
+                }
+            }
+        }
+        syn::visit::visit_expr_method_call(self, m);
+    }
     fn visit_item(&mut self, _: &'ast syn::Item) {}
 }
+
+/// Methods whose closure argument computes the value of the expression it is in, there and
+/// then.
+const VALUE_CLOSURES: [&str; 8] = [
+    "map",
+    "map_or",
+    "map_or_else",
+    "and_then",
+    "is_some_and",
+    "is_none_or",
+    "is_ok_and",
+    "unwrap_or_else",
+];
 
 impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
     fn visit_local(&mut self, l: &'ast syn::Local) {
