@@ -570,42 +570,35 @@ fn apply(mut s: State, outward: &[&Expr]) -> Step {
     Step::Go(s)
 }
 
+/// The value an expression ends in: through parentheses and the tail of a block
+/// (`{ warn!(..); false }`).
+fn tail(mut e: &Expr) -> &Expr {
+    loop {
+        e = match e {
+            Expr::Paren(p) => &p.expr,
+            Expr::Block(b) => match b.block.stmts.last() {
+                Some(Stmt::Expr(x, None)) => x,
+                _ => return e,
+            },
+            _ => return e,
+        };
+    }
+}
+
 /// `Err(..)`, or a block whose value is one.
 fn yields_err(e: &Expr) -> bool {
-    match e {
-        Expr::Call(c) => {
-            matches!(&*c.func, Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "Err"))
-        }
-        Expr::Block(b) => {
-            matches!(b.block.stmts.last(), Some(Stmt::Expr(x, None)) if yields_err(x))
-        }
-        Expr::Paren(p) => yields_err(&p.expr),
-        _ => false,
-    }
+    matches!(tail(e), Expr::Call(c)
+        if matches!(&*c.func, Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "Err")))
 }
 
 /// `None`, or a block whose value is `None`.
 fn is_none(e: &Expr) -> bool {
-    match e {
-        Expr::Path(p) => p.path.is_ident("None"),
-        Expr::Block(b) => {
-            matches!(b.block.stmts.last(), Some(Stmt::Expr(x, None)) if is_none(x))
-        }
-        Expr::Paren(p) => is_none(&p.expr),
-        _ => false,
-    }
+    matches!(tail(e), Expr::Path(p) if p.path.is_ident("None"))
 }
 
 /// `false`, or a block whose value is `false`.
 fn is_false(e: &Expr) -> bool {
-    match e {
-        Expr::Lit(l) => matches!(&l.lit, syn::Lit::Bool(b) if !b.value),
-        Expr::Block(b) => {
-            matches!(b.block.stmts.last(), Some(Stmt::Expr(x, None)) if is_false(x))
-        }
-        Expr::Paren(p) => is_false(&p.expr),
-        _ => false,
-    }
+    matches!(tail(e), Expr::Lit(l) if matches!(&l.lit, syn::Lit::Bool(b) if !b.value))
 }
 
 enum Binding {

@@ -495,7 +495,6 @@ fn options_ttl<'a>(w: &Walker<'a, '_>, def: &CallDef, opt: Option<&'a Expr>, met
     }
 }
 
-/// etcd: `lock(name, Some(LockOptions::new().with_lease(id)))`, with `id` from a `lease_grant(ttl, ..)`.
 /// Do these options attach a lease anywhere (`PutOptions::new().with_lease(id)`)?
 pub(super) fn carries_lease<'a>(w: &Walker<'a, '_>, opt: &'a Expr) -> bool {
     reachable(w, &[opt])
@@ -519,6 +518,7 @@ fn lease_arg_in(e: &Expr) -> Option<&Expr> {
     wl.0
 }
 
+/// etcd: `lock(name, Some(LockOptions::new().with_lease(id)))`, with `id` from a `lease_grant(ttl, ..)`.
 fn lease_ttl<'a>(
     w: &Walker<'a, '_>,
     arg: Option<&'a Expr>,
