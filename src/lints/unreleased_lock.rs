@@ -2,6 +2,7 @@ use super::{Violation, lock_name};
 use crate::classify::Classified;
 use crate::config::RuleOptions;
 use crate::packs::ReleaseStyle;
+use crate::sites::Fencing;
 
 /// ## What it does
 /// Flags an explicitly released lock (no guard releases it on drop) that is never released, or
@@ -39,15 +40,18 @@ use crate::packs::ReleaseStyle;
 /// counts as a release. A lock known only by its key (a raw `SET … NX`, an advisory lock in SQL) is
 /// reported only when the same function releases it on some paths and not on others: such locks
 /// are often released by another function. A session advisory lock ends with its session, except
-/// on a connection a pool lent (`pool.acquire()`, deadpool, bb8): dropped on an early `?`, that
+/// on a connection a pool lent (`pool.acquire()`, deadpool, bb8) or taken by a statement run on
+/// the pool itself (`execute(&pool)`, also `advisory-lock-on-pool`): dropped on an early `?`, that
 /// connection goes back to the pool still holding the lock, so the path is reported.
 pub struct UnreleasedLock;
 
 pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {
     let s = &c.site;
-    // A session lock taken on a connection a pool lent ends with the session only when the
-    // connection is closed: dropped, it goes back to the pool still holding the lock.
-    let lent = s.sql && s.checkout.is_some();
+    // A session lock taken on a connection a pool lent (or by a statement run on the pool
+    // itself) ends with the session only when the connection is closed: dropped, it goes back
+    // to the pool still holding the lock. A transaction lock ends with its transaction.
+    let lent =
+        s.sql && (s.checkout.is_some() || s.pool.is_some() && s.fencing != Fencing::Transaction);
     // A scoped wrapper's own primitive is judged here: its callers cannot see its paths out.
     let judged_here = !s.wrapped || s.released_inside;
     if (s.release != ReleaseStyle::Explicit && !lent) || s.region.escapes || !judged_here {

@@ -173,6 +173,17 @@ fn eval_macro(mac: &syn::Macro, env: &dyn Lookup, depth: usize) -> Option<Value>
     let args = mac
         .parse_body_with(syn::punctuated::Punctuated::<Expr, syn::Token![,]>::parse_terminated)
         .ok()?;
+    // `format!("{t}", t = TABLE)`: named arguments, by name.
+    let named: Vec<(String, &Expr)> = args
+        .iter()
+        .filter_map(|a| match a {
+            Expr::Assign(x) => match &*x.left {
+                Expr::Path(p) => Some((p.path.get_ident()?.to_string(), &*x.right)),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
     let mut args = args.iter();
     match name.as_str() {
         "concat" => {
@@ -201,9 +212,21 @@ fn eval_macro(mac: &syn::Macro, env: &dyn Lookup, depth: usize) -> Option<Value>
                         out.push_str(t);
                         continue;
                     }
-                    FormatPiece::Named(name) => {
-                        env.local(name).and_then(|e| eval_depth(e, env, depth + 1))
-                    }
+                    // A local, a named argument, or an item in scope (`{LEASE_TABLE}`, a const).
+                    FormatPiece::Named(name) => match env.local(name) {
+                        Some(e) => eval_depth(e, env, depth + 1),
+                        None => match named.iter().find(|(n, _)| n == name) {
+                            Some((_, e)) => eval_depth(e, env, depth + 1),
+                            None => syn::parse_str::<syn::Ident>(name).ok().and_then(|id| {
+                                let path = Expr::Path(syn::ExprPath {
+                                    attrs: Vec::new(),
+                                    qself: None,
+                                    path: id.into(),
+                                });
+                                eval_depth(&path, env, depth + 1)
+                            }),
+                        },
+                    },
                     FormatPiece::Next => args.next().and_then(|a| eval_depth(a, env, depth + 1)),
                 };
                 match val {
@@ -510,6 +533,11 @@ mod tests {
         assert_eq!(
             ev(r#"format!("SELECT pg_advisory_lock({})", id)"#),
             Some(Value::Str("SELECT pg_advisory_lock(?)".into()))
+        );
+        // Inline names that are no locals: an item in scope, or a named argument.
+        assert_eq!(
+            ev(r#"format!("UPDATE t SET n = {BASE}, m = {m}, k = {k}", m = BASE + 1)"#),
+            Some(Value::Str("UPDATE t SET n = 1000, m = 1001, k = ?".into()))
         );
     }
 }

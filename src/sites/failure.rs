@@ -754,6 +754,19 @@ fn macro_is_work(m: &syn::Macro) -> bool {
     true
 }
 
+/// `std::process::exit(0)`, `process::abort()`: the process ends, which leaves the round as a
+/// `return` does.
+fn is_process_exit(func: &Expr) -> bool {
+    let Expr::Path(p) = func else { return false };
+    let segs: Vec<String> = p
+        .path
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect();
+    matches!(segs.as_slice(), [.., process, last] if process == "process" && (last == "exit" || last == "abort"))
+}
+
 fn expr_is_work(e: &Expr) -> bool {
     if is_cleanup(e) || is_flag_update(e) {
         return false;
@@ -765,7 +778,7 @@ fn expr_is_work(e: &Expr) -> bool {
         // round are not work done without the lock: `Err(_) => {}` then a sleep is a retry loop.
         Expr::Await(a) => expr_is_work(&a.base),
         Expr::Continue(_) | Expr::Break(_) => false,
-        Expr::Call(c) if is_pause(&c.func) => false,
+        Expr::Call(c) if is_pause(&c.func) || is_process_exit(&c.func) => false,
         Expr::MethodCall(m) if m.method == "tick" && m.args.is_empty() => false,
         Expr::Return(r) => r.expr.as_deref().is_some_and(expr_is_work),
         Expr::Call(c) => {

@@ -31,7 +31,7 @@ pub(crate) enum LeaseOp {
 
 /// Reads one SQL statement. `None`: not a lease statement.
 pub(crate) fn lease_op(text: &str, vocab: &LeaseTable) -> Option<LeaseOp> {
-    let sql = normalize(text);
+    let sql = mutation_as_statement(normalize(text));
     let words: Vec<&str> = sql
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .filter(|w| !w.is_empty())
@@ -147,9 +147,29 @@ pub(crate) fn lease_op(text: &str, vocab: &LeaseTable) -> Option<LeaseOp> {
         return Some(LeaseOp::Clear);
     }
     if set(&expiry, false) && !set(&holder, false) && tests(&holder) {
-        return Some(LeaseOp::Renew);
+        // `SET expires_at = now() - interval '1 ms' WHERE holder = $1`: expired at once, the
+        // lease given back (the next claimer finds it run out), not renewed.
+        let expires_now = assigned
+            .iter()
+            .any(|(c, v)| expiry(c) && (is_clock(v) || in_the_past(v)));
+        return Some(if expires_now {
+            LeaseOp::Release
+        } else {
+            LeaseOp::Renew
+        });
     }
     None
+}
+
+/// Is an assigned value the database clock minus something (`now() - interval '1 second'`,
+/// ClickHouse's `now64(3) - toIntervalMillisecond(1)`)?
+fn in_the_past(v: &str) -> bool {
+    let v = v.trim();
+    ["now()", "now64(", "current_timestamp", "clock_timestamp()"]
+        .iter()
+        .any(|c| v.starts_with(c))
+        && v.split_once(" - ")
+            .is_some_and(|(clock, _)| !clock.contains(" + "))
 }
 
 /// A column holding a row's state (`status`, `state`, `job_state`).
@@ -331,6 +351,24 @@ impl LeaseOp {
 }
 
 /// Lower case, comments and string literals blanked (but free states' names), whitespace folded.
+/// ClickHouse writes rows by mutations: `ALTER TABLE t UPDATE a = 1 WHERE …` is `UPDATE t SET
+/// a = 1 WHERE …`, `ALTER TABLE t DELETE WHERE …` is `DELETE FROM t WHERE …`.
+fn mutation_as_statement(sql: String) -> String {
+    let Some(rest) = sql.trim_start().strip_prefix("alter table ") else {
+        return sql;
+    };
+    let Some((table, what)) = rest.split_once(' ') else {
+        return sql;
+    };
+    if let Some(after) = what.strip_prefix("update ") {
+        format!("update {table} set {after}")
+    } else if let Some(after) = what.strip_prefix("delete ") {
+        format!("delete from {table} {after}")
+    } else {
+        sql
+    }
+}
+
 fn normalize(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
@@ -581,6 +619,21 @@ mod tests {
         assert_eq!(lease_op(seen, &v), None);
         let touch = "UPDATE users SET updated_at = NOW() WHERE id = $1";
         assert_eq!(lease_op(touch, &v), None);
+    }
+
+    #[test]
+    fn clickhouse_mutations_read_as_statements() {
+        let v = vocab();
+        let claim = "ALTER TABLE leader_leases UPDATE holder = ?, token = ?, expires_at = now64(3) + toIntervalMillisecond(?) WHERE name = ? AND (holder = ? OR expires_at < now64(3))";
+        assert_eq!(lease_op(claim, &v), Some(LeaseOp::Claim));
+        let release = "ALTER TABLE leader_leases DELETE WHERE name = ? AND holder = ?";
+        assert_eq!(lease_op(release, &v), Some(LeaseOp::Release));
+        let expire = "ALTER TABLE leader_leases UPDATE expires_at = now64(3) - toIntervalMillisecond(1) WHERE name = ? AND holder = ?";
+        assert_eq!(lease_op(expire, &v), Some(LeaseOp::Release));
+        let renew = "ALTER TABLE leader_leases UPDATE expires_at = now64(3) + toIntervalMillisecond(?) WHERE name = ? AND holder = ?";
+        assert_eq!(lease_op(renew, &v), Some(LeaseOp::Renew));
+        let other = "ALTER TABLE leader_leases ADD COLUMN holder String";
+        assert_eq!(lease_op(other, &v), None);
     }
 
     #[test]

@@ -136,7 +136,11 @@ pub(super) fn match_site<'a>(
                 Span::of(&m.method),
                 outward,
             ) {
-                return Some(found);
+                // `pipe.set_nx(k, v)`, `pipe.del(k).ignore()`: a pipeline's own command method.
+                return Some(match pipeline_of(w, &m.receiver) {
+                    Some(_) => in_pipeline(found, &m.receiver, outward),
+                    None => found,
+                });
             }
             // `redis::pipe().atomic().cmd("SET").arg(k)…`: a command inside a pipeline.
             if m.method == "cmd"
@@ -144,21 +148,8 @@ pub(super) fn match_site<'a>(
             {
                 let (cmd_args, consumed) = command_args(outward);
                 let span = Span::join(Span::of(&m.method), Span::of(&m.args));
-                let mut found = match_command(w, packs, &args, cmd_args, consumed, span)?;
-                // Its reply comes with the pipeline's, not from this expression; unless the
-                // next call drops it.
-                let next = outward.len().checked_sub(consumed + 1).map(|i| outward[i]);
-                if matches!(next, Some(Expr::MethodCall(n)) if n.method == "ignore") {
-                    found.discarded = Some(
-                        "`ignore` drops the reply that says whether the lock was taken".into(),
-                    );
-                } else {
-                    found.returns = Returns::Value;
-                    found.pipeline = Some(super::pipeline::PipeRun {
-                        local: local_root(&m.receiver),
-                    });
-                }
-                return Some(found);
+                let found = match_command(w, packs, &args, cmd_args, consumed, span)?;
+                return Some(in_pipeline(found, &m.receiver, outward));
             }
             if let Some(found) = match_command_argument(w, m) {
                 return Some(found);
@@ -369,7 +360,10 @@ fn match_method<'a>(
     outward: &[&'a Expr],
 ) -> Option<Matched<'a>> {
     let refs = w.cx.packs.methods.get(name)?;
-    let rty = w.type_of(receiver).map(|t| t.peeled().clone());
+    let rty = w
+        .type_of(receiver)
+        .map(|t| t.peeled().clone())
+        .or_else(|| pipeline_ty(w, receiver));
     // A call declared on the receiver's own type wins over one matched through a trait in
     // scope: `RedisBackend::try_acquire` is not the other backends' `LockBackend` method.
     let declared = |def: &CallDef| rty.as_ref().is_some_and(|t| receiver_is(w, def, t));
@@ -1171,6 +1165,25 @@ fn command_args<'a>(outward: &[&'a Expr]) -> (Vec<&'a Expr>, usize) {
     (cmd_args, consumed)
 }
 
+/// A command queued on a pipeline: its reply comes with the pipeline's, not from this
+/// expression, unless the next call drops it.
+fn in_pipeline<'a>(mut found: Matched<'a>, receiver: &Expr, outward: &[&'a Expr]) -> Matched<'a> {
+    let next = outward
+        .len()
+        .checked_sub(found.consumed + 1)
+        .map(|i| outward[i]);
+    if matches!(next, Some(Expr::MethodCall(n)) if n.method == "ignore") {
+        found.discarded =
+            Some("`ignore` drops the reply that says whether the lock was taken".into());
+    } else {
+        found.returns = Returns::Value;
+        found.pipeline = Some(super::pipeline::PipeRun {
+            local: local_root(receiver),
+        });
+    }
+    found
+}
+
 /// The packs of the pipeline a receiver is: a chain (`.atomic()`, earlier commands) whose root
 /// is a pipeline builder's call, directly or through the local it was bound to.
 fn pipeline_of<'w>(w: &'w Walker<'_, '_>, receiver: &Expr) -> Option<&'w [usize]> {
@@ -1201,6 +1214,23 @@ fn pipeline_of<'w>(w: &'w Walker<'_, '_>, receiver: &Expr) -> Option<&'w [usize]
         };
     }
     None
+}
+
+/// The type of a pipeline the typing does not know (`let mut p = redis::pipe();`): the one its
+/// pack builds with `<Type>::new`.
+fn pipeline_ty(w: &Walker<'_, '_>, receiver: &Expr) -> Option<crate::model::Ty> {
+    let packs = pipeline_of(w, receiver)?;
+    let mut types: Vec<&str> =
+        w.cx.packs
+            .pipeline_builders
+            .iter()
+            .filter(|(_, p)| p.iter().any(|i| packs.contains(i)))
+            .filter_map(|(b, _)| b.strip_suffix("::new"))
+            .collect();
+    types.sort_unstable();
+    types
+        .first()
+        .map(|t| crate::model::Ty::simple(t.to_string()))
 }
 
 /// The packs whose pipeline type a value has (`redis::Pipeline`, from its builders' paths).

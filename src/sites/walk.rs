@@ -305,6 +305,7 @@ fn analyze_fn<'a>(
         unset_flags: Vec::new(),
         compared_reads: Vec::new(),
         holder_compared: false,
+        held_by_us: false,
         store_reads: HashMap::new(),
         closure_depth: 0,
         forwarded_depth: 0,
@@ -577,6 +578,10 @@ pub(super) struct Walker<'a, 'c> {
     /// An `if` before this point compared a holder or owner (`if lease_holder != me { return
     /// .. }`): a typed lock object's release after it was checked, if not atomically.
     holder_compared: bool,
+    /// The code here runs only while the object read names this program as its holder (after
+    /// `if holder != me { return .. }`, inside `if holder == me { .. }`): a typed lock object
+    /// written here with its holder is kept, not taken.
+    held_by_us: bool,
     closure_depth: usize,
     /// How many of the enclosing closures hand their value to the function's (`return
     /// spawn_blocking(move || { … Ok(lock) }).await?`): while every enclosing closure does,
@@ -943,6 +948,16 @@ impl<'a, 'c> Walker<'a, 'c> {
         command: Option<Command>,
     ) {
         self.op_names.extend(m.mentions.iter().cloned());
+        // A lock object written with its holder where the object read names us already (a
+        // Lease's renewal written whole): kept, not taken.
+        let mut m = m;
+        if self.held_by_us
+            && m.via.is_none()
+            && m.kind.is_acquisition()
+            && self.cx.packs.packs[m.pack].pack.lock_objects
+        {
+            m.kind = crate::packs::CallKind::Renew;
+        }
         let failure = match &m.pipeline {
             // A lock command in a pipeline: its reply is judged where the pipeline runs.
             Some(run) if m.discarded.is_none() => super::pipeline::judge(self, run, outward, &u),
@@ -2309,6 +2324,9 @@ impl<'a> Walker<'a, '_> {
                     .collect();
                 self.guards = self.guards.push(then_names);
                 self.holder_compared |= compares_holder(&i.cond);
+                let held_before = self.held_by_us;
+                let holder_test = holder_test(&i.cond);
+                self.held_by_us |= holder_test == Some(true);
                 let compared = compared_read(&i.cond);
                 let pushed = compared.is_some();
                 self.compared_reads.extend(compared);
@@ -2316,6 +2334,11 @@ impl<'a> Walker<'a, '_> {
                 unset_flags(&i.cond, &mut self.unset_flags);
                 self.visit_block(&i.then_branch);
                 self.unset_flags.truncate(unset_before);
+                // `if holder != me { return … }`: what follows runs only while we hold it.
+                self.held_by_us = held_before
+                    || holder_test == Some(false)
+                        && i.else_branch.is_none()
+                        && super::failure::diverges_block(&i.then_branch);
                 if pushed {
                     self.compared_reads.pop();
                 }
@@ -3092,6 +3115,35 @@ fn compares_holder(cond: &Expr) -> bool {
         || ["leading (", "is_leader (", "is_holder (", "is_owner (", "is_ours ("]
             .iter()
             .any(|p| text.contains(p))
+}
+
+/// A condition that is one comparison of a holder or owner with something else and nothing more
+/// (`spec.holder_identity.as_deref() != Some(me)`): `Some(true)` for equality, `Some(false)` for
+/// inequality. A conjunction (`holder != me && !expired`) is no such test: its branch may run
+/// for a lease that another holds and that ran out.
+fn holder_test(cond: &Expr) -> Option<bool> {
+    let says_holder = |e: &Expr| {
+        let t = quote::ToTokens::to_token_stream(e)
+            .to_string()
+            .to_ascii_lowercase();
+        t.contains("holder") || t.contains("owner")
+    };
+    match cond {
+        Expr::Paren(p) => holder_test(&p.expr),
+        Expr::Binary(b) if says_holder(cond) => match b.op {
+            syn::BinOp::Eq(_) => Some(true),
+            syn::BinOp::Ne(_) => Some(false),
+            _ => None,
+        },
+        Expr::MethodCall(m) if m.args.len() == 1 && says_holder(cond) => {
+            match m.method.to_string().as_str() {
+                "eq" => Some(true),
+                "ne" => Some(false),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
 }
 
 /// The function body's last statement, when it is a `loop` that no `break` leaves (nested

@@ -133,6 +133,58 @@ impl Clocks<'_, '_, '_> {
         }
     }
 
+    /// A reading, or a value computed from one by its methods, arithmetic, or a closure that
+    /// computes in place (`renew_time.map(|t| now.signed_duration_since(t.0))`).
+    fn derived_clock(&self, e: &Expr) -> Option<(Span, String)> {
+        if let Some(hit) = self.clock_in(e) {
+            return Some(hit);
+        }
+        match e {
+            Expr::MethodCall(m) => self.derived_clock(&m.receiver).or_else(|| {
+                if !VALUE_CLOSURES.contains(&m.method.to_string().as_str()) {
+                    return None;
+                }
+                m.args.iter().find_map(|a| match a {
+                    Expr::Closure(c) => self.derived_clock(&c.body),
+                    _ => None,
+                })
+            }),
+            Expr::Binary(b) if sum(&b.op) => self
+                .derived_clock(&b.left)
+                .or_else(|| self.derived_clock(&b.right)),
+            Expr::Paren(p) => self.derived_clock(&p.expr),
+            Expr::Try(t) => self.derived_clock(&t.expr),
+            Expr::Reference(r) => self.derived_clock(&r.expr),
+            Expr::Unary(u) => self.derived_clock(&u.expr),
+            Expr::Block(b) => match b.block.stmts.last() {
+                Some(Stmt::Expr(e, None)) => self.derived_clock(e),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// For each closure in a chain that maps a reading in place (`age.map(|a| a > ttl)`), its
+    /// single parameter, bound as a reading (undone by the caller).
+    fn bind_closure_params(&mut self, e: &Expr) {
+        let mut cur = e;
+        while let Expr::MethodCall(m) = cur {
+            if VALUE_CLOSURES.contains(&m.method.to_string().as_str())
+                && let Some(hit) = self.clock_in(&m.receiver)
+            {
+                for a in &m.args {
+                    if let Expr::Closure(c) = a
+                        && c.inputs.len() == 1
+                        && let Some(p) = single_name(&c.inputs[0])
+                    {
+                        self.lets.push((p, hit.0, hit.1.clone()));
+                    }
+                }
+            }
+            cur = &m.receiver;
+        }
+    }
+
     fn clock_in(&self, e: &Expr) -> Option<(Span, String)> {
         if let Some(hit) = self.wall_clock(e) {
             return Some(hit);
@@ -246,13 +298,20 @@ impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
                 return;
             }
             // `let elapsed = now.duration_since(renewed);`: a value derived from a clock
-            // reading by one of its methods is one too.
+            // reading by one of its methods is one too, also inside a closure that computes
+            // the value in place (`renewed.map(|t| now.signed_duration_since(t))`).
             if let Expr::MethodCall(m) = &*init.expr
                 && let Some(n) = &name
-                && let Some((span, what)) = self.clock_in(&m.receiver)
+                && let Some((span, what)) = self
+                    .clock_in(&m.receiver)
+                    .or_else(|| self.derived_clock(&init.expr))
             {
                 self.lets.push((n.clone(), span, what));
             }
+            // `age_opt.map(|age| age > window)` on such a value: the closure's parameter is a
+            // reading too, while the value is judged.
+            let before = self.lets.len();
+            self.bind_closure_params(&init.expr);
             // `let expired = match stamp { Some(ts) => now > ts + ttl, None => true };`: a
             // name that says expiry, decided by comparing a clock reading somewhere inside
             // (also one read into a local there: `let elapsed = Utc::now().signed_duration_since(
@@ -267,8 +326,10 @@ impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
             }) {
                 syn::visit::visit_local(self, l);
                 self.record(self.first_clock(&init.expr, ordering));
+                self.lets.truncate(before);
                 return;
             }
+            self.lets.truncate(before);
         }
         syn::visit::visit_local(self, l);
     }
