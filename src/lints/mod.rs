@@ -3,6 +3,7 @@
 //! contract.
 
 pub mod advisory_lock_on_pool;
+pub mod dropped_guard;
 pub mod ignored_lock_failure;
 pub mod invalid_annotation;
 pub mod long_deadline;
@@ -105,6 +106,11 @@ pub static RULES: &[RuleMeta] = &[
         check: Check::Site(advisory_lock_on_pool::check),
     },
     RuleMeta {
+        id: "dropped-guard",
+        default_level: Level::Error,
+        check: Check::Site(dropped_guard::check),
+    },
+    RuleMeta {
         id: "ignored-lock-failure",
         default_level: Level::Error,
         check: Check::Site(ignored_lock_failure::check),
@@ -174,6 +180,7 @@ pub static RULES: &[RuleMeta] = &[
 /// Rule ids, for suggestions.
 pub const ALL_IDS: &[&str] = &[
     "advisory-lock-on-pool",
+    "dropped-guard",
     "ignored-lock-failure",
     "invalid-annotation",
     "long-deadline",

@@ -449,6 +449,11 @@ pub struct CallDef {
     /// How this call's lock is released, where it differs from the pack's `release`.
     #[serde(default)]
     pub release: Option<ReleaseStyle>,
+    /// The lock value the call returns gives the lock back when dropped (sqlx's
+    /// `PgAdvisoryLockGuard`): discarded at once, it protects nothing (`dropped-guard`).
+    /// Implied by `release = "guard"` with a `returns-type`.
+    #[serde(default)]
+    pub drop_releases: bool,
     /// Where the lock stays when the call hands none back (sqlx's `Migrate::lock(&mut self)
     /// -> Result<()>` leaves it with the connection): `"receiver"` — the region runs to the
     /// release called on the same receiver, and the reply is no lock value.
@@ -564,6 +569,7 @@ impl CallDef {
             held: None,
             // A scoped wrapper (`with_lock(key, || …)`) releases before it returns.
             release: w.scoped.then_some(ReleaseStyle::Guard),
+            drop_releases: false,
             // The primitive's store, not the pack's default: a wrapper around fenced-lock's Redis
             // backend has no consensus.
             consensus: Some(w.consensus),

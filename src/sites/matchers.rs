@@ -49,6 +49,8 @@ pub(super) struct Matched<'a> {
     pub key_is_prefix: bool,
     /// How this call's lock is released, when it differs from the pack's.
     pub release: Option<ReleaseStyle>,
+    /// The lock value returned gives the lock back when dropped (see `CallDef::drop_releases`).
+    pub drop_releases: bool,
     /// A call of a scoped wrapper (`with_lock(key, || …)`): released before it returns. (A
     /// wrapper handing out a guard whose `Drop` releases is released by `Guard` too, later.)
     pub scoped: bool,
@@ -97,6 +99,7 @@ impl<'a> Matched<'a> {
             handle: false,
             key_is_prefix: false,
             release: None,
+            drop_releases: false,
             scoped: false,
             consensus: None,
             backend: None,
@@ -1066,6 +1069,8 @@ fn build<'a>(
                 || def.in_scope.is_empty()
                     && !matches!(def.returns, Returns::Bool | Returns::ResultBool)),
         release: def.release,
+        drop_releases: def.returns_type.is_some()
+            && (def.drop_releases || def.release == Some(ReleaseStyle::Guard)),
         scoped: def.scoped
             || def.via.is_some()
                 && def.release == Some(ReleaseStyle::Guard)

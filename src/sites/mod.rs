@@ -154,6 +154,9 @@ pub struct Site {
     pub command: Option<Command>,
     /// For `let ok: bool = con.set_nx(k, v)`: the `EXPIRE` statement right after it.
     pub expire_after: Option<ExpireAfter>,
+    /// The guard the call returns, whose drop gives the lock back, is dropped where it is
+    /// taken (`lock.acquire(conn).await?;`, `let _ = …`): held for no work at all.
+    pub guard_dropped: bool,
 }
 
 /// An `EXPIRE`/`PEXPIRE` statement that directly follows a `SETNX` of the same key on the same

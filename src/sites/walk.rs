@@ -1152,6 +1152,18 @@ impl<'a, 'c> Walker<'a, 'c> {
         if let Some(g) = m.gate.clone() {
             self.site_gates.insert(self.out.sites.len(), g);
         }
+        // Only awaited and unwrapped on the way to a statement that drops it (`let _ =`
+        // too): the guard goes at the `;`.
+        let guard_dropped = m.drop_releases
+            && m.via.is_none()
+            && outward
+                .iter()
+                .all(|e| matches!(e, Expr::Await(_) | Expr::Try(_) | Expr::Paren(_)))
+            && match &u {
+                Use::Discard => true,
+                Use::Bind { pat, .. } => matches!(pat, Pat::Wild(_)),
+                _ => false,
+            };
         self.holdings.push((self.out.sites.len(), holding));
         self.out.sites.push(Site {
             pack: m.pack,
@@ -1183,6 +1195,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             library_purpose: m.purpose,
             command,
             expire_after,
+            guard_dropped,
         });
     }
 

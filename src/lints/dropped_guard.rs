@@ -1,0 +1,51 @@
+use super::{Violation, lock_name};
+use crate::classify::Classified;
+use crate::config::RuleOptions;
+
+/// ## What it does
+/// Flags an acquisition whose guard is dropped where it is taken: the call returns a value that
+/// gives the lock back when dropped (sqlx's `PgAdvisoryLockGuard`, redlock's `RedLockGuard`, a
+/// pack's `drop-releases` call), and the statement throws it away (`lock.acquire(conn).await?;`,
+/// `let _ = lock.acquire(conn).await?;`).
+///
+/// ## Why it matters
+/// The lock is given back at the end of the statement that took it, so the code after it runs
+/// with no lock at all, while reading as if it held one. It fails silently: the acquisition
+/// succeeds, waits for other holders as it should, and then protects nothing. A helper that
+/// takes the lock this way and returns `Ok(())` hands every caller an unprotected region.
+///
+/// ## Example
+/// ```rust
+/// let conn = pool.acquire().await?;
+/// PgAdvisoryLock::new("import").acquire(conn).await?; // the guard drops here
+/// import(file).await?;                                   // runs unlocked
+/// ```
+///
+/// ## Use instead
+/// Keep the guard for as long as the work runs, and give it back explicitly:
+/// ```rust
+/// let guard = PgAdvisoryLock::new("import").acquire(conn).await?;
+/// import(file).await?;
+/// guard.release_now().await?;
+/// ```
+/// A binding whose name starts with `_` (`let _guard = …`) keeps it too; `let _ = …` does not.
+///
+/// ## Known limits
+/// Judged where the library's own call is written; a helper of the program that returns the
+/// guard, dropped by its caller, is not followed.
+pub struct DroppedGuard;
+
+pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {
+    if !c.site.guard_dropped {
+        return None;
+    }
+    Some(Violation {
+        span: c.site.span,
+        message: format!(
+            "{} returns a guard that gives the lock back when dropped, and this statement drops it: the lock is released at once and the code after it runs unlocked",
+            lock_name(c)
+        ),
+        help: "bind the guard (`let guard = …`) for as long as the work runs, then release it explicitly".into(),
+        ..Default::default()
+    })
+}
