@@ -683,6 +683,32 @@ fn expand_through_traits(
                 continue;
             };
             for tr in view.traits_defining(owner, method) {
+                // A call through the trait reaches every implementation: it is a lock call when
+                // the method says so (`lock`, `acquire_lease`), or when every implementation
+                // here is the same kind of wrapper (not one `evaluate` of six that locks).
+                if !crate::sites::fn_says_lock(method) {
+                    let settle = |o: &str| {
+                        view.normalize(&crate::model::Ty::simple(o.to_string()))
+                            .path
+                    };
+                    let wraps = |ty: &str| {
+                        let ty = settle(ty);
+                        found
+                            .get(root)
+                            .into_iter()
+                            .chain(known.get(root))
+                            .flatten()
+                            .any(|k| {
+                                k.kind.is_acquisition() == w.kind.is_acquisition()
+                                    && k.method
+                                        .as_ref()
+                                        .is_some_and(|(o, m)| m == method && settle(o) == ty)
+                            })
+                    };
+                    if !view.implementors(&tr, method).iter().all(|ty| wraps(ty)) {
+                        continue;
+                    }
+                }
                 let Some(t) = w.through_trait(&tr) else {
                     continue;
                 };

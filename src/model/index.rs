@@ -1300,6 +1300,19 @@ impl CrateIndex {
             .collect()
     }
 
+    /// The types whose `impl Trait for Type` here defines `method`, with the trait, each as
+    /// written here.
+    pub fn impls_defining(&self, method: &str) -> Vec<(String, String)> {
+        self.impls
+            .iter()
+            .flat_map(|(ty, list)| {
+                list.iter()
+                    .filter(|(_, ms)| ms.iter().any(|m| m == method))
+                    .map(move |(tr, _)| (ty.clone(), self.through_reexports(self.settle(tr))))
+            })
+            .collect()
+    }
+
     /// The declared type of a constant or static.
     pub fn const_type(&self, path: &str) -> Option<Ty> {
         let path = self.through_reexports(self.settle(path));
@@ -1458,6 +1471,14 @@ impl CrateIndex {
         let owner = self.normalize(&Ty::simple(owner.to_string()));
         let variant = format!("{}::{}", owner.path, t.path.rsplit("::").next()?);
         (self.variant_names.contains(&variant)).then_some(owner)
+    }
+
+    /// Is `t` an enum of this crate (one with a variant indexed)?
+    pub fn is_enum(&self, t: &Ty) -> bool {
+        let owner = self.normalize(t);
+        self.variant_names
+            .iter()
+            .any(|v| v.rsplit_once("::").is_some_and(|(e, _)| e == owner.path))
     }
 
     /// The fields of a struct or enum variant of this crate, by canonical path.
@@ -1752,6 +1773,15 @@ impl CrateView {
         }
     }
 
+    /// Is `t` an enum, here or in a dependency?
+    pub fn is_enum(&self, t: &Ty) -> bool {
+        let t = self.normalize(t);
+        match self.dep_of(&t.path) {
+            Some((_, view, inner)) => view.is_enum(&Ty::simple(inner)),
+            None => self.own.is_enum(&t),
+        }
+    }
+
     pub fn has_fields(&self, owner: &Ty) -> bool {
         let owner = self.normalize(owner);
         match self.dep_of(&owner.path) {
@@ -1867,6 +1897,21 @@ impl CrateView {
             .into_iter()
             .map(|t| self.through_reexports(t))
             .collect()
+    }
+
+    /// The types of this crate whose impl of `tr` defines `method` (every implementation a
+    /// call through the trait may reach here).
+    pub fn implementors(&self, tr: &str, method: &str) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .own
+            .impls_defining(method)
+            .into_iter()
+            .filter(|(_, t)| self.through_reexports(t.clone()) == tr)
+            .map(|(ty, _)| ty)
+            .collect();
+        out.sort();
+        out.dedup();
+        out
     }
 
     /// A path in this crate's terms as the dependency named `name` writes it (`infra::Kv` is

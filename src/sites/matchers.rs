@@ -494,6 +494,16 @@ pub(super) fn receiver_matches(w: &Walker<'_, '_>, def: &CallDef, rty: Option<&T
     {
         return true;
     }
+    // A method wrapper of the program's whose name says what it does in three words or more
+    // (`set_key_if_not_exists_with_expiry`), on a receiver the typing lost (a connection from a
+    // trait object's method, through `change_context(..)?`): the name is the evidence.
+    if rty.is_none()
+        && def.via.is_some()
+        && def.receiver.is_some()
+        && def.method.as_deref().is_some_and(distinctive_method)
+    {
+        return true;
+    }
     if def.in_scope.is_empty() {
         return false;
     }
@@ -508,6 +518,12 @@ pub(super) fn receiver_matches(w: &Walker<'_, '_>, def: &CallDef, rty: Option<&T
             .iter()
             .any(|tr| first_segment(tr) == first_segment(&t.path)),
     }
+}
+
+/// A method name of three words or more (`acquire_job_lock`, not `lock` or `try_lock`): one no
+/// library type is likely to share.
+fn distinctive_method(name: &str) -> bool {
+    name.split('_').filter(|w| !w.is_empty()).count() >= 3
 }
 
 /// Is the trait usable here, imported under the library's name or through a crate that
@@ -672,7 +688,7 @@ pub(super) const KEY_WORDS: &[&str] = &[
 const LOCK_FN_WORDS: &[&str] = &["elect", "acquire", "claim", "campaign"];
 
 /// Is a function named for taking a lock (`try_acquire`, `elect_leader`, `lock_resource`)?
-pub(super) fn fn_says_lock(name: &str) -> bool {
+pub(crate) fn fn_says_lock(name: &str) -> bool {
     names_lock(name, KEY_WORDS) || names_lock(name, LOCK_FN_WORDS)
 }
 

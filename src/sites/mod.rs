@@ -23,6 +23,7 @@ use crate::region::{Event, Region};
 use crate::source::{SourceFile, Span};
 
 pub use command::{Arg, Command};
+pub(crate) use matchers::fn_says_lock;
 pub use pipeline::PipeVia;
 pub use summary::{FieldInits, Held};
 pub use walk::{analyze_file, analyze_file_with};

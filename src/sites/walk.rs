@@ -1594,10 +1594,15 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .filter(|t| t.path.contains("::") || t.path == "Drop")
                     .map(|t| t.path.clone());
                 // A lock type of the code's own (a struct holding the key) is a handle even
-                // around a reply-only primitive; the reply itself is not.
-                let own_type = returns_type
-                    .as_deref()
-                    .is_some_and(|t| t.starts_with("crate::"));
+                // around a reply-only primitive; the reply itself is not, nor an enum of the
+                // code's that says how it went (`SetnxReply::KeySet`).
+                let own_type = returns_type.as_deref().is_some_and(|t| {
+                    t.starts_with("crate::")
+                        && !self
+                            .cx
+                            .index
+                            .is_enum(&crate::model::Ty::simple(t.to_string()))
+                });
                 // A returned report (a boolean, the reply) leaves the lock where it was taken.
                 let held = flow
                     .as_ref()
