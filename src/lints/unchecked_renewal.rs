@@ -14,8 +14,9 @@ use crate::sites::{Failure, Ttl};
 ///
 /// Also flags a renewal whose failure does not stop the work (`let _ = mgr.extend(..)`, `.ok()`,
 /// a result never inspected, or in a keep-alive loop a failure branch that only logs and goes on
-/// to the next round), and etcd keep-alives whose response stream is dropped: an expired
-/// lease answers keep-alives with TTL 0, not an error.
+/// to the next round), and etcd keep-alives whose response stream is dropped, or polled round
+/// after round without reading any response's TTL (`Ok(Some(_)) => …`): an expired lease
+/// answers keep-alives with TTL 0, not an error.
 ///
 /// ## Why it matters
 /// A blind renewal extends whoever holds the key now. After a pause past the TTL, the old holder's

@@ -326,6 +326,7 @@ fn analyze_fn<'a>(
         carried: HashMap::new(),
         site_gates: HashMap::new(),
         saw_ttl_check: false,
+        kept_streams: Vec::new(),
         stmt_end: (0, 0),
         first_site: 0,
         in_return: 0,
@@ -626,6 +627,9 @@ pub(super) struct Walker<'a, 'c> {
     site_gates: HashMap<usize, String>,
     /// Some keep-alive response of this function is checked with `.ttl()`.
     saw_ttl_check: bool,
+    /// Keep-alive events (by index into `events`) whose response stream this function kept,
+    /// with the stream's name: judged at the end, by whether any response's TTL is read.
+    kept_streams: Vec<(usize, String)>,
     /// End of the statement being walked.
     stmt_end: Pos,
     /// Inside a `return` or the function's tail expression.
@@ -1002,6 +1006,12 @@ impl<'a, 'c> Walker<'a, 'c> {
             let mut failure = failure;
             if m.stream_ttl {
                 failure = self.keep_alive_stream_checked(&u);
+                if let Use::Bind { pat, .. } = &u
+                    && let Pat::Tuple(t) = peel_pat(pat)
+                    && let Some(stream) = t.elems.iter().nth(1).and_then(single_name)
+                {
+                    self.kept_streams.push((self.events.len(), stream));
+                }
             }
             let owner = command
                 .as_ref()
@@ -1384,6 +1394,20 @@ impl<'a, 'c> Walker<'a, 'c> {
                     && matches!(&e.failure, super::Failure::Ignored { reason } if reason.contains("response stream"))
                 {
                     e.failure = super::Failure::Handled;
+                }
+            }
+        } else {
+            // A stream this function polls itself (`stream.message().await`), and hands to
+            // nothing else, whose responses' TTL is never read: `Ok(Some(_))` takes the TTL-0
+            // answer of an expired lease for a renewal.
+            for (i, stream) in std::mem::take(&mut self.kept_streams) {
+                if let Some(e) = self.events.get_mut(i)
+                    && e.failure == super::Failure::Handled
+                    && only_polled(body, &stream)
+                {
+                    e.failure = super::Failure::Ignored {
+                        reason: "its responses are read but their TTL never is, so a lease that expired (TTL 0) passes for renewed".into(),
+                    };
                 }
             }
         }
@@ -3133,6 +3157,66 @@ fn compares_holder(cond: &Expr) -> bool {
         || ["leading (", "is_leader (", "is_holder (", "is_owner (", "is_ours ("]
             .iter()
             .any(|p| text.contains(p))
+}
+
+/// Is every use of the local `name` in the body a `name.message()` poll, some of them in a loop
+/// (a keep-alive kept up round after round)? A stream passed on (to a call, a task, a field) may
+/// be checked there; one polled once, right after the grant, answers for a lease just made.
+fn only_polled(body: &syn::Block, name: &str) -> bool {
+    struct Uses<'n> {
+        name: &'n str,
+        polls: usize,
+        looped: usize,
+        other: usize,
+        depth: usize,
+    }
+    impl<'ast> Visit<'ast> for Uses<'_> {
+        fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+            if m.method == "message" && local_named(&m.receiver).as_deref() == Some(self.name) {
+                self.polls += 1;
+                self.looped += usize::from(self.depth > 0);
+                for a in &m.args {
+                    self.visit_expr(a);
+                }
+                return;
+            }
+            syn::visit::visit_expr_method_call(self, m);
+        }
+        fn visit_expr_loop(&mut self, l: &'ast syn::ExprLoop) {
+            self.depth += 1;
+            syn::visit::visit_expr_loop(self, l);
+            self.depth -= 1;
+        }
+        fn visit_expr_while(&mut self, l: &'ast syn::ExprWhile) {
+            self.depth += 1;
+            syn::visit::visit_expr_while(self, l);
+            self.depth -= 1;
+        }
+        fn visit_expr_path(&mut self, p: &'ast syn::ExprPath) {
+            self.other += usize::from(p.path.is_ident(self.name));
+        }
+        fn visit_macro(&mut self, m: &'ast syn::Macro) {
+            // `select!` arms and the like: their tokens name the stream as they poll it.
+            let text = m.tokens.to_string();
+            let polls = text.matches(&format!("{} . message ()", self.name)).count();
+            let mentions = text
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .filter(|w| *w == self.name)
+                .count();
+            self.polls += polls;
+            self.looped += if self.depth > 0 { polls } else { 0 };
+            self.other += mentions.saturating_sub(polls);
+        }
+    }
+    let mut u = Uses {
+        name,
+        polls: 0,
+        looped: 0,
+        other: 0,
+        depth: 0,
+    };
+    u.visit_block(body);
+    u.looped > 0 && u.other == 0
 }
 
 /// A condition that is one comparison of a holder or owner with something else and nothing more
