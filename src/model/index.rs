@@ -33,6 +33,9 @@ pub struct FileIndex {
     pub pub_globs: Vec<(String, String)>,
     /// `impl Trait for Type`: (trait path, type path, the methods the block defines).
     pub impls: Vec<(String, String, Vec<String>)>,
+    /// Of those, the ones compiled for tests alone (`#[cfg(test)]`, in a `#[cfg(test)]` module):
+    /// (trait path, type path). A test double is no implementation the program runs.
+    pub test_impls: Vec<(String, String)>,
     /// Constants and statics with their declared types (`static LOCKS: LazyLock<Manager>`).
     pub const_types: Vec<(String, Ty)>,
     /// Traits declared here.
@@ -659,7 +662,7 @@ impl FileIndex {
     ) -> FileIndex {
         let mut out = FileIndex::default();
         out.modules.push(imports.module.clone());
-        out.items(&file.items, imports, file_items);
+        out.items(&file.items, imports, file_items, false);
         out.deadline_fns = deadline_fns(&imports.module, &file.items);
         out
     }
@@ -745,6 +748,7 @@ impl FileIndex {
                 glob_reexports,
                 pub_globs,
                 impls,
+                test_impls,
                 const_types,
                 traits,
                 lua_functions,
@@ -768,6 +772,7 @@ impl FileIndex {
             out.glob_reexports.extend(glob_reexports);
             out.pub_globs.extend(pub_globs);
             out.impls.extend(impls);
+            out.test_impls.extend(test_impls);
             out.const_types.extend(const_types);
             out.traits.extend(traits);
             out.lua_functions.extend(lua_functions);
@@ -798,6 +803,7 @@ impl FileIndex {
         items: &[syn::Item],
         imports: &Imports,
         file_items: Option<&std::collections::HashSet<String>>,
+        in_test: bool,
     ) {
         let module = imports.module.clone();
         self.reexports.extend(imports.exports());
@@ -927,7 +933,7 @@ impl FileIndex {
                             .into_iter()
                             .filter(|i| matches!(i, syn::Item::Static(_)))
                             .collect();
-                        self.items(&statics, imports, file_items);
+                        self.items(&statics, imports, file_items, in_test);
                     }
                 }
                 syn::Item::Const(c) => {
@@ -982,11 +988,11 @@ impl FileIndex {
                                 _ => None,
                             })
                             .collect();
-                        self.impls.push((
-                            imports.resolve(trait_path, None, &known),
-                            self_ty.path.clone(),
-                            methods,
-                        ));
+                        let tr = imports.resolve(trait_path, None, &known);
+                        if in_test || crate::sites::test_code::is_cfg_test(&imp.attrs) {
+                            self.test_impls.push((tr.clone(), self_ty.path.clone()));
+                        }
+                        self.impls.push((tr, self_ty.path.clone(), methods));
                     }
                     for it in &imp.items {
                         match it {
@@ -1022,7 +1028,8 @@ impl FileIndex {
                         let mut child = imports.child_module(&m.ident.to_string());
                         child.add_items(content);
                         self.modules.push(child.module.clone());
-                        self.items(content, &child, None);
+                        let test = in_test || crate::sites::test_code::is_cfg_test(&m.attrs);
+                        self.items(content, &child, None, test);
                     }
                 }
                 _ => {}
@@ -1177,6 +1184,8 @@ pub struct CrateIndex {
     pub_globs: Vec<(String, String)>,
     /// Type path -> the traits it implements here, with the methods each impl defines.
     impls: HashMap<String, Vec<(String, Vec<String>)>>,
+    /// (trait, type) of the impls compiled for tests alone.
+    test_impls: std::collections::HashSet<(String, String)>,
     const_types: HashMap<String, Ty>,
     traits: std::collections::HashSet<String>,
     lua_functions: HashMap<String, (super::lua::Effect, bool)>,
@@ -1246,6 +1255,7 @@ impl CrateIndex {
             }
             idx.glob_reexports.extend(f.glob_reexports);
             idx.pub_globs.extend(f.pub_globs);
+            idx.test_impls.extend(f.test_impls);
             for (tr, ty, methods) in f.impls {
                 idx.impls.entry(ty).or_default().push((tr, methods));
             }
@@ -1302,12 +1312,16 @@ impl CrateIndex {
 
     /// The types whose `impl Trait for Type` here defines `method`, with the trait, each as
     /// written here.
+    /// Test doubles (`#[cfg(test)]` impls) are left out.
     pub fn impls_defining(&self, method: &str) -> Vec<(String, String)> {
         self.impls
             .iter()
             .flat_map(|(ty, list)| {
                 list.iter()
-                    .filter(|(_, ms)| ms.iter().any(|m| m == method))
+                    .filter(|(tr, ms)| {
+                        ms.iter().any(|m| m == method)
+                            && !self.test_impls.contains(&(tr.clone(), ty.clone()))
+                    })
                     .map(move |(tr, _)| (ty.clone(), self.through_reexports(self.settle(tr))))
             })
             .collect()

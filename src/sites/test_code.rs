@@ -234,7 +234,7 @@ pub(crate) fn is_test_stmt(s: &syn::Stmt) -> bool {
 }
 
 /// `#[cfg(test)]`, or a `cfg` that holds only with `test` (`all(test, …)`).
-fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
+pub(crate) fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
     attrs.iter().any(|a| {
         if !a.path().is_ident("cfg") {
             return false;
