@@ -212,11 +212,12 @@ fn eval_macro(mac: &syn::Macro, env: &dyn Lookup, depth: usize) -> Option<Value>
                         out.push_str(t);
                         continue;
                     }
-                    // A local, a named argument, or an item in scope (`{LEASE_TABLE}`, a const).
-                    FormatPiece::Named(name) => match env.local(name) {
-                        Some(e) => eval_depth(e, env, depth + 1),
-                        None => match named.iter().find(|(n, _)| n == name) {
-                            Some((_, e)) => eval_depth(e, env, depth + 1),
+                    // A named argument (it wins over a local of the same name), a local, or an
+                    // item in scope (`{LEASE_TABLE}`, a const).
+                    FormatPiece::Named(name) => match named.iter().find(|(n, _)| n == name) {
+                        Some((_, e)) => eval_depth(e, env, depth + 1),
+                        None => match env.local(name) {
+                            Some(e) => eval_depth(e, env, depth + 1),
                             None => syn::parse_str::<syn::Ident>(name).ok().and_then(|id| {
                                 let path = Expr::Path(syn::ExprPath {
                                     attrs: Vec::new(),

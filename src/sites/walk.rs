@@ -2058,6 +2058,8 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
         self.scopes.push(HashMap::new());
         self.block_ends.push(region::end_of(Span::of_block(b)));
         let saved_line = self.stmt_line;
+        // `if holder != me { continue }` in a loop's body speaks for the rest of that body only.
+        let held_by_us = self.held_by_us;
         // A block's constants are in scope in all of it, and shadow the module's.
         for stmt in &b.stmts {
             if let Stmt::Item(syn::Item::Const(c)) = stmt {
@@ -2212,6 +2214,7 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
             self.rest.pop();
         }
         self.stmt_line = saved_line;
+        self.held_by_us = held_by_us;
         self.block_ends.pop();
         self.scopes.pop();
         self.out.depth -= 1;
