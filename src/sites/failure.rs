@@ -754,19 +754,6 @@ fn macro_is_work(m: &syn::Macro) -> bool {
     true
 }
 
-/// `std::process::exit(0)`, `process::abort()`: the process ends, which leaves the round as a
-/// `return` does.
-fn is_process_exit(func: &Expr) -> bool {
-    let Expr::Path(p) = func else { return false };
-    let segs: Vec<String> = p
-        .path
-        .segments
-        .iter()
-        .map(|s| s.ident.to_string())
-        .collect();
-    matches!(segs.as_slice(), [.., process, last] if process == "process" && (last == "exit" || last == "abort"))
-}
-
 fn expr_is_work(e: &Expr) -> bool {
     if is_cleanup(e) || is_flag_update(e) {
         return false;
@@ -778,7 +765,9 @@ fn expr_is_work(e: &Expr) -> bool {
         // round are not work done without the lock: `Err(_) => {}` then a sleep is a retry loop.
         Expr::Await(a) => expr_is_work(&a.base),
         Expr::Continue(_) | Expr::Break(_) => false,
-        Expr::Call(c) if is_pause(&c.func) || is_process_exit(&c.func) => false,
+        // `std::process::exit(0)` (in a `select!` arm of a retry loop): the process ends, which
+        // leaves the round as a `return` does.
+        Expr::Call(c) if is_pause(&c.func) || diverging_call(c) => false,
         Expr::MethodCall(m) if m.method == "tick" && m.args.is_empty() => false,
         Expr::Return(r) => r.expr.as_deref().is_some_and(expr_is_work),
         Expr::Call(c) => {
@@ -946,17 +935,22 @@ pub(super) fn diverges_expr(e: &Expr) -> bool {
             None => false,
         },
         Expr::Match(m) => !m.arms.is_empty() && m.arms.iter().all(|a| diverges_expr(&a.body)),
-        Expr::Call(c) => match &*c.func {
-            Expr::Path(p) => p.path.segments.last().is_some_and(|s| {
-                matches!(
-                    s.ident.to_string().as_str(),
-                    "exit" | "abort" | "panic_any" | "resume_unwind"
-                )
-            }),
-            _ => false,
-        },
+        Expr::Call(c) => diverging_call(c),
         Expr::MethodCall(m) => diverges_expr(&m.receiver),
         Expr::Await(a) => diverges_expr(&a.base),
+        _ => false,
+    }
+}
+
+/// `process::exit(..)`, `abort()`, `panic_any(..)`, `resume_unwind(..)`: calls that never return.
+fn diverging_call(c: &syn::ExprCall) -> bool {
+    match &*c.func {
+        Expr::Path(p) => p.path.segments.last().is_some_and(|s| {
+            matches!(
+                s.ident.to_string().as_str(),
+                "exit" | "abort" | "panic_any" | "resume_unwind"
+            )
+        }),
         _ => false,
     }
 }

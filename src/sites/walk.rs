@@ -3152,7 +3152,7 @@ fn compares_holder(cond: &Expr) -> bool {
     let text = quote::ToTokens::to_token_stream(cond)
         .to_string()
         .to_ascii_lowercase();
-    (text.contains("holder") || text.contains("owner"))
+    names_holder(&text)
         && ["==", "!=", ". eq (", ". ne ("]
             .iter()
             .any(|op| text.contains(op))
@@ -3222,16 +3222,22 @@ fn only_polled(body: &syn::Block, name: &str) -> bool {
     u.looped > 0 && u.other == 0
 }
 
+/// Does lower-cased code text speak of a lock's holder (`holder_identity`, `lock_owner`)?
+fn names_holder(text: &str) -> bool {
+    text.contains("holder") || text.contains("owner")
+}
+
 /// A condition that is one comparison of a holder or owner with something else and nothing more
 /// (`spec.holder_identity.as_deref() != Some(me)`): `Some(true)` for equality, `Some(false)` for
 /// inequality. A conjunction (`holder != me && !expired`) is no such test: its branch may run
 /// for a lease that another holds and that ran out.
 fn holder_test(cond: &Expr) -> Option<bool> {
     let says_holder = |e: &Expr| {
-        let t = quote::ToTokens::to_token_stream(e)
-            .to_string()
-            .to_ascii_lowercase();
-        t.contains("holder") || t.contains("owner")
+        names_holder(
+            &quote::ToTokens::to_token_stream(e)
+                .to_string()
+                .to_ascii_lowercase(),
+        )
     };
     match cond {
         Expr::Paren(p) => holder_test(&p.expr),
