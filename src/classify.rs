@@ -111,7 +111,11 @@ pub fn classify(
             DefaultPurpose::Declared(p) => (Purpose::from(p), PurposeSource::Default, None),
         },
     };
-    if fenced_by.is_some() && purpose == Purpose::Correctness {
+    // A transaction lock stays one: its scope is what the pool and release rules read.
+    if fenced_by.is_some()
+        && purpose == Purpose::Correctness
+        && site.fencing != Fencing::Transaction
+    {
         site.fencing = Fencing::Declared;
     }
     Classified {

@@ -844,6 +844,10 @@ fn is_cleanup(e: &Expr) -> bool {
         "release_lock",
         "unlock_lock",
         "drop",
+        // Ending the transaction gives back the transaction locks taken in it: what it
+        // commits was written (and judged) before.
+        "commit",
+        "rollback",
     ];
     match e {
         Expr::Await(a) => is_cleanup(&a.base),
