@@ -180,11 +180,7 @@ fn expr(e: &Expr, env: &dyn Lookup, depth: usize, out: &mut Fields) -> Option<()
                 let syn::Member::Named(id) = &f.member else {
                     continue;
                 };
-                let written = if copies_field(&f.expr, &id.to_string()) {
-                    Written::Kept
-                } else {
-                    value(&f.expr)
-                };
+                let written = written(&f.expr, &id.to_string());
                 merge(out, normalize(&id.to_string()), written);
                 // What a nested value sets is written too (`spec: Some(LeaseSpec { … })`); one
                 // that cannot be read leaves the rest known.
@@ -243,6 +239,38 @@ fn expr(e: &Expr, env: &dyn Lookup, depth: usize, out: &mut Fields) -> Option<()
         // A branch that leaves gives no value.
         Expr::Return(_) | Expr::Break(_) | Expr::Continue(_) => Some(()),
         _ => None,
+    }
+}
+
+/// What a struct field's value writes: kept when it copies the field read before, `Set` when
+/// any branch of an `if`/`match` sets it (`acquire_time: if takeover { Some(now) } else {
+/// prev.acquire_time.clone() }` takes the lease over in one branch).
+fn written(e: &Expr, field: &str) -> Written {
+    let tail = |b: &syn::Block| match b.stmts.last() {
+        Some(syn::Stmt::Expr(x, None)) => Some(written(x, field)),
+        _ => None,
+    };
+    let branches: Option<Vec<Written>> = match e {
+        Expr::If(i) => i
+            .else_branch
+            .as_ref()
+            .and_then(|(_, els)| Some(vec![tail(&i.then_branch)?, written(els, field)])),
+        Expr::Block(b) => tail(&b.block).map(|w| vec![w]),
+        Expr::Match(m) => Some(m.arms.iter().map(|a| written(&a.body, field)).collect()),
+        _ => None,
+    };
+    match branches {
+        Some(ws) if !ws.is_empty() => {
+            if ws.contains(&Written::Set) {
+                Written::Set
+            } else if ws.iter().all(|w| *w == Written::Cleared) {
+                Written::Cleared
+            } else {
+                Written::Kept
+            }
+        }
+        _ if copies_field(e, field) => Written::Kept,
+        _ => value(e),
     }
 }
 
