@@ -43,6 +43,11 @@ pub trait Lookup {
     fn include(&self, _rel: &str) -> Option<String> {
         None
     }
+    /// The tail of the program's own function that a call runs and that builds a text
+    /// (`self.campaign_sql()` answering `format!("SELECT pg_try_advisory_lock({})", id)`).
+    fn text_fn(&self, _call: &Expr) -> Option<Expr> {
+        None
+    }
     /// The fields assigned to a local (or to what it lends, `if let Some(ref mut s) = l.spec`)
     /// anywhere in the function: (field name, value written).
     fn assigned_fields(&self, _name: &str) -> Vec<(String, &Expr)> {
@@ -114,7 +119,7 @@ fn eval_depth(expr: &Expr, env: &dyn Lookup, depth: usize) -> Option<Value> {
                 return args.first().cloned().flatten();
             }
             if !is_duration_type(&path) {
-                return None;
+                return called_text(expr, env, depth);
             }
             let ms = match last {
                 "from_secs" | "from_secs_f64" | "from_secs_f32" | "seconds" | "seconds_f64"
@@ -149,7 +154,7 @@ fn eval_depth(expr: &Expr, env: &dyn Lookup, depth: usize) -> Option<Value> {
                     v,
                     ev(m.args.first()?)?,
                 ),
-                _ => None,
+                _ => called_text(expr, env, depth),
             }
         }
         Expr::Macro(m) => eval_macro(&m.mac, env, depth),
@@ -158,6 +163,38 @@ fn eval_depth(expr: &Expr, env: &dyn Lookup, depth: usize) -> Option<Value> {
             syn::Stmt::Expr(e, None) => ev(e),
             _ => None,
         },
+        _ => None,
+    }
+}
+
+/// The text a call of the program's own text-building function answers, read from its tail in
+/// the callee's scope: none of the caller's locals or fields (its `self.lock_id` is unknown and
+/// becomes a placeholder; the function names and keywords around it are what is looked for).
+fn called_text(call: &Expr, env: &dyn Lookup, depth: usize) -> Option<Value> {
+    struct Callee<'e>(&'e dyn Lookup);
+    impl Lookup for Callee<'_> {
+        fn local(&self, _: &str) -> Option<&Expr> {
+            None
+        }
+        fn constant(&self, path: &syn::Path) -> Option<Value> {
+            self.0.constant(path)
+        }
+        fn resolve_fn(&self, path: &syn::Path) -> String {
+            self.0.resolve_fn(path)
+        }
+        fn include(&self, rel: &str) -> Option<String> {
+            self.0.include(rel)
+        }
+        // Only calls by path: a method's receiver would be typed in the caller's scope.
+        fn text_fn(&self, call: &Expr) -> Option<Expr> {
+            matches!(call, Expr::Call(_))
+                .then(|| self.0.text_fn(call))
+                .flatten()
+        }
+    }
+    let tail = env.text_fn(call)?;
+    match eval_depth(&tail, &Callee(env), depth + 1)? {
+        v @ Value::Str(_) => Some(v),
         _ => None,
     }
 }

@@ -500,7 +500,10 @@ pub(super) fn receiver_matches(w: &Walker<'_, '_>, def: &CallDef, rty: Option<&T
     if rty.is_none()
         && def.via.is_some()
         && def.receiver.is_some()
-        && def.method.as_deref().is_some_and(distinctive_method)
+        && def
+            .method
+            .as_deref()
+            .is_some_and(|m| distinctive_method(m) || lock_named_method(m))
     {
         return true;
     }
@@ -524,6 +527,40 @@ pub(super) fn receiver_matches(w: &Walker<'_, '_>, def: &CallDef, rty: Option<&T
 /// library type is likely to share.
 fn distinctive_method(name: &str) -> bool {
     name.split('_').filter(|w| !w.is_empty()).count() >= 3
+}
+
+/// The lock methods of the standard library and the usual in-process lock crates (tokio,
+/// parking_lot, fs2, fd-lock): a wrapper of the program by one of these names is not told from
+/// them by its name.
+const LIBRARY_LOCK_METHODS: &[&str] = &[
+    "try_lock",
+    "lock_owned",
+    "try_lock_owned",
+    "try_lock_for",
+    "try_lock_until",
+    "lock_arc",
+    "try_lock_arc",
+    "blocking_lock",
+    "read_lock",
+    "write_lock",
+    "lock_shared",
+    "try_lock_shared",
+    "lock_exclusive",
+    "try_lock_exclusive",
+    "unlock_shared",
+    "unlock_exclusive",
+    "is_locked",
+    "force_unlock",
+    "try_unlock",
+    "unlock_fair",
+];
+
+/// A method named for a lock in two words or more (`lock_resource`, `release_lease`), not one of
+/// the usual in-process lock methods: on a receiver the typing lost, the name is the evidence.
+fn lock_named_method(name: &str) -> bool {
+    name.split('_').filter(|w| !w.is_empty()).count() >= 2
+        && names_lock(name, KEY_WORDS)
+        && !LIBRARY_LOCK_METHODS.contains(&name)
 }
 
 /// Is the trait usable here, imported under the library's name or through a crate that
@@ -815,7 +852,7 @@ fn url_key<'a>(w: &Walker<'a, '_>, def: &CallDef, args: &[&'a Expr]) -> Option<&
 }
 
 /// The tail of the text-building function a call runs, parsed.
-fn text_fn_tail(w: &Walker<'_, '_>, e: &Expr) -> Option<Expr> {
+pub(super) fn text_fn_tail(w: &Walker<'_, '_>, e: &Expr) -> Option<Expr> {
     let path = match e {
         Expr::MethodCall(m) => format!("{}::{}", w.type_of(&m.receiver)?.peeled().path, m.method),
         Expr::Call(c) => match &*c.func {
@@ -1947,7 +1984,7 @@ fn sql_texts(w: &Walker<'_, '_>, a: &Expr, depth: usize) -> Vec<String> {
     if !chosen.is_empty() {
         return chosen;
     }
-    if let Some(text) = eval::eval_str(a, w).or_else(|| statement_sql(w, a)) {
+    if let Some(text) = eval::eval_str(a, &Texts(w)).or_else(|| statement_sql(w, a)) {
         return vec![text];
     }
     if depth > 4 {
@@ -1965,7 +2002,7 @@ fn sql_texts(w: &Walker<'_, '_>, a: &Expr, depth: usize) -> Vec<String> {
     };
     let mut out = Vec::new();
     for alt in alternatives(init) {
-        if let Some(text) = eval::eval_str(alt, w) {
+        if let Some(text) = eval::eval_str(alt, &Texts(w)) {
             out.push(text);
         } else if let Some(sql) = prepared_from(alt) {
             out.extend(sql_texts(w, sql, depth + 1));
@@ -2039,12 +2076,47 @@ fn chosen_texts(w: &Walker<'_, '_>, a: &Expr) -> Vec<String> {
             if let (Some((n, _)), Some(y)) = (choices.get(1), y) {
                 picks.push((n.as_str(), y));
             }
-            if let Some(text) = eval::eval_str(a, &Chosen { inner: w, picks }) {
+            if let Some(text) = eval::eval_str(
+                a,
+                &Chosen {
+                    inner: &Texts(w),
+                    picks,
+                },
+            ) {
                 out.push(text);
             }
         }
     }
     out
+}
+
+/// The walker's evaluation environment where text is looked for (SQL): calls of the program's
+/// text-building functions read as the text they build (`self.campaign_sql()`, also as a field's
+/// initialiser). Not where a value's identity matters: `self.key(id)` stays the call it is.
+struct Texts<'w, 'a, 'c>(&'w Walker<'a, 'c>);
+
+impl eval::Lookup for Texts<'_, '_, '_> {
+    fn local(&self, name: &str) -> Option<&Expr> {
+        self.0.local(name)
+    }
+    fn constant(&self, path: &syn::Path) -> Option<eval::Value> {
+        self.0.constant(path)
+    }
+    fn resolve_fn(&self, path: &syn::Path) -> String {
+        self.0.resolve_fn(path)
+    }
+    fn field(&self, base: &Expr, member: &syn::Member) -> Option<eval::Value> {
+        self.0.field_value(base, member, true)
+    }
+    fn include(&self, rel: &str) -> Option<String> {
+        self.0.include(rel)
+    }
+    fn text_fn(&self, call: &Expr) -> Option<Expr> {
+        text_fn_tail(self.0, call)
+    }
+    fn assigned_fields(&self, name: &str) -> Vec<(String, &Expr)> {
+        self.0.assigned_fields(name)
+    }
 }
 
 /// An evaluation environment in which some locals take one of their possible values.
@@ -2072,6 +2144,9 @@ impl eval::Lookup for Chosen<'_, '_> {
     }
     fn include(&self, rel: &str) -> Option<String> {
         self.inner.include(rel)
+    }
+    fn text_fn(&self, call: &Expr) -> Option<Expr> {
+        self.inner.text_fn(call)
     }
 }
 
@@ -2125,7 +2200,7 @@ fn statement_sql(w: &Walker<'_, '_>, e: &Expr) -> Option<String> {
                 if !w.cx.packs.sql_statements.contains(&last) {
                     return None;
                 }
-                return c.args.iter().find_map(|a| eval::eval_str(a, w));
+                return c.args.iter().find_map(|a| eval::eval_str(a, &Texts(w)));
             }
             _ => return None,
         };

@@ -951,9 +951,10 @@ impl FieldInits {
                 };
                 if let Some(name) = name {
                     for f in &s.fields {
-                        if let syn::Member::Named(field) = &f.member
-                            && stringy(&f.expr)
-                        {
+                        let syn::Member::Named(field) = &f.member else {
+                            continue;
+                        };
+                        if stringy(&f.expr) {
                             let text = quote::ToTokens::to_token_stream(&f.expr).to_string();
                             if text.to_ascii_lowercase().contains("lock") {
                                 self.out
@@ -961,6 +962,14 @@ impl FieldInits {
                                     .or_default()
                                     .push(text);
                             }
+                        } else if let Some(call) = text_call(&f.expr, self.self_ty.as_deref()) {
+                            // A text built by a function of the program (`campaign:
+                            // self.campaign_sql()`), kept as a call by path, which the
+                            // evaluator reads through the function's tail.
+                            self.out
+                                .entry((name.clone(), field.to_string()))
+                                .or_default()
+                                .push(call);
                         }
                     }
                 }
@@ -979,6 +988,34 @@ impl FieldInits {
         self.0
             .get(&(ty.to_string(), field.to_string()))
             .map(Vec::as_slice)
+    }
+}
+
+/// `self.m(..)` or `Self::m(..)` in an impl of `self_ty`, or `Type::m(..)`: the call as a path
+/// without arguments (`SelfTy::m()`), the shape a text function is looked up by.
+fn text_call(e: &Expr, self_ty: Option<&str>) -> Option<String> {
+    match e {
+        Expr::MethodCall(m) if matches!(&*m.receiver, Expr::Path(p) if p.path.is_ident("self")) => {
+            Some(format!("{}::{}()", self_ty?, m.method))
+        }
+        Expr::Call(c) => {
+            let Expr::Path(f) = &*c.func else { return None };
+            let segs: Vec<String> = f
+                .path
+                .segments
+                .iter()
+                .map(|s| s.ident.to_string())
+                .collect();
+            if segs.len() < 2 || !segs.last()?.starts_with(|c: char| c.is_lowercase()) {
+                return None;
+            }
+            let first = match segs[0].as_str() {
+                "Self" => self_ty?.to_string(),
+                other => other.to_string(),
+            };
+            Some(format!("{first}::{}()", segs[1..].join("::")))
+        }
+        _ => None,
     }
 }
 

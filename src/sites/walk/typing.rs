@@ -598,6 +598,7 @@ impl Lookup for Walker<'_, '_> {
         ConstEnv {
             w: self,
             visiting: std::cell::RefCell::new(Vec::new()),
+            texts: false,
         }
         .constant(path)
     }
@@ -621,6 +622,20 @@ impl Lookup for Walker<'_, '_> {
     }
 
     fn field(&self, base: &Expr, member: &syn::Member) -> Option<Value> {
+        self.field_value(base, member, false)
+    }
+}
+
+impl Walker<'_, '_> {
+    /// The value a struct field was initialised with. `texts`: also one a text-building
+    /// function of the program answers (`campaign: self.campaign_sql()`), read where text is
+    /// looked for (SQL), not where a value's identity matters (a key).
+    pub(in crate::sites) fn field_value(
+        &self,
+        base: &Expr,
+        member: &syn::Member,
+        texts: bool,
+    ) -> Option<Value> {
         let ty = self.type_of(base)?;
         let syn::Member::Named(name) = member else {
             return None;
@@ -635,6 +650,7 @@ impl Lookup for Walker<'_, '_> {
             let env = ConstEnv {
                 w: self,
                 visiting: std::cell::RefCell::new(Vec::new()),
+                texts,
             };
             crate::model::eval::eval(&e, &env)
         })
@@ -650,6 +666,8 @@ const MAX_CONST_CHAIN: usize = 32;
 struct ConstEnv<'w, 'a, 'c> {
     w: &'w Walker<'a, 'c>,
     visiting: std::cell::RefCell<Vec<String>>,
+    /// Read calls of the program's text-building functions (see `Walker::field_value`).
+    texts: bool,
 }
 
 impl Lookup for ConstEnv<'_, '_, '_> {
@@ -674,6 +692,14 @@ impl Lookup for ConstEnv<'_, '_, '_> {
     }
     fn resolve_fn(&self, path: &syn::Path) -> String {
         self.w.resolve(path)
+    }
+    // Only calls by path: no receiver has a type here (`Factory::campaign_sql(self)`, the form a
+    // field initialiser `self.campaign_sql()` is kept in).
+    fn text_fn(&self, call: &Expr) -> Option<Expr> {
+        match call {
+            Expr::Call(_) if self.texts => super::super::matchers::text_fn_tail(self.w, call),
+            _ => None,
+        }
     }
 }
 
