@@ -795,6 +795,20 @@ impl<'a, 'c> Walker<'a, 'c> {
         self.bind_types(pat, init, ty);
     }
 
+    /// A local holding a lock value's result, matched later (`let r = join().await; match r {
+    /// Ok((rx, permit)) => send(permit), … }`): the success arm's names hold the lock too, so
+    /// handing one on hands the lock on. Only for lock values (a reply says how it went).
+    fn unwrap_held(&mut self, scrutinee: &str, pat: &Pat) {
+        let mut names = Vec::new();
+        pattern_idents(pat, &mut names);
+        for (i, (_, h)) in self.holdings.iter_mut().enumerate() {
+            let gone = self.rebound.get(&i).is_some_and(|g| g.contains(scrutinee));
+            if h.handle && !gone && h.names.contains(scrutinee) {
+                h.names.extend(names.iter().cloned());
+            }
+        }
+    }
+
     fn set_use(&mut self, e: &'a Expr, u: Use<'a>) {
         self.pending.push((e as *const Expr, u));
     }
@@ -2468,6 +2482,12 @@ impl<'a> Walker<'a, '_> {
                     // `Ok`/`Some`/`Err` arms are read by the acquisition's own use (`Use::Match`).
                     let init = failure::is_other_variant(&arm.pat).then_some(&*m.expr);
                     self.bind(&arm.pat, init, ty.clone());
+                    if let Some(name) = &scrutinee
+                        && matches!(&arm.pat, Pat::TupleStruct(_))
+                        && failure::is_success_pattern(&arm.pat)
+                    {
+                        self.unwrap_held(name, &arm.pat);
+                    }
                     if let Some((_, g)) = &arm.guard {
                         self.visit_expr(g);
                     }
