@@ -795,6 +795,21 @@ impl<'a, 'c> Walker<'a, 'c> {
         self.bind_types(pat, init, ty);
     }
 
+    /// Is the value made from the function's parameters: one of them, or an expression (or a
+    /// local bound to one) that reads one (`self.key(id)`, `format!("lock:{id}")`)?
+    fn from_params(&self, e: &Expr) -> bool {
+        let reads = |e: &Expr| {
+            value_idents(e)
+                .iter()
+                .any(|n| self.params.contains(n) && self.local_init(n).is_none())
+        };
+        let e = summary::peel_key(e);
+        reads(e)
+            || local_named(e)
+                .and_then(|n| self.local_init(&n))
+                .is_some_and(reads)
+    }
+
     /// A local holding a lock value's result, matched later (`let r = join().await; match r {
     /// Ok((rx, permit)) => send(permit), … }`): the success arm's names hold the lock too, so
     /// handing one on hands the lock on. Only for lock values (a reply says how it went).
@@ -1061,12 +1076,24 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .is_some_and(|init| {
                         says_lock(&quote::ToTokens::to_token_stream(init).to_string())
                     })
-                // The caller's key, in a function named for what it does to a lock
-                // (`fn renew_lock(conn, key, ms)` running `PEXPIRE key ms`): a lock's key.
-                || m.key
-                    .as_ref()
-                    .and_then(|k| local_named(k))
-                    .is_some_and(|n| self.params.contains(&n) && self.local_init(&n).is_none())
+                // A key a function of the program builds (`self.key(id)` answering
+                // `format!("{LOCK_NAMESPACE}:{id}")`), as its text says.
+                || m.key.as_ref().is_some_and(|k| {
+                    let k = summary::peel_key(k);
+                    let built = |e: &Expr| {
+                        matchers::text_fn_tail(self, e).is_some_and(|t| {
+                            says_lock(&quote::ToTokens::to_token_stream(&t).to_string())
+                        })
+                    };
+                    built(k)
+                        || local_named(k)
+                            .and_then(|n| self.local_init(&n))
+                            .is_some_and(|init| built(summary::peel_key(init)))
+                })
+                // A key made from the caller's arguments, in a function named for what it does
+                // to a lock (`fn renew_lock(conn, key, ms)` running `PEXPIRE key ms`,
+                // `fn unlock_resource(&self, id)` deleting `self.key(id)`): a lock's key.
+                || m.key.as_ref().is_some_and(|k| self.from_params(k))
                     && self
                         .own_name()
                         .split('_')
@@ -1420,7 +1447,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     && only_polled(body, &stream)
                 {
                     e.failure = super::Failure::Ignored {
-                        reason: "its responses are read but their TTL never is, so a lease that expired (TTL 0) passes for renewed".into(),
+                        reason: "the TTL of its responses is never read, so a lease that expired (TTL 0) passes for renewed".into(),
                     };
                 }
             }
