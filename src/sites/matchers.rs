@@ -1004,7 +1004,45 @@ fn initialises<'a>(w: &Walker<'a, '_>, def: &CallDef, opt: &'a Expr) -> bool {
         syn::parse_str::<Expr>(p)
             .is_ok_and(|pat| calls.iter().any(|c| call_matches(w, &pat, c, &mut None)))
     });
-    reads_back && !ttl::carries_lease(w, opt)
+    // A record written once, with no lease: a serialized document under the key
+    // (`TxnOp::put(key, serialize(&state)?, None)`), where a lock writes who holds it.
+    let document = calls.iter().any(|c| {
+        matches!(&*c.func, Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "put"))
+            && c.args.iter().nth(1).is_some_and(serialized)
+    });
+    (reads_back || document) && !ttl::carries_lease(w, opt)
+}
+
+/// A value serialized for storage (`serde_json::to_vec(&state)?`, `bincode::serialize(&x)`,
+/// `msg.encode_to_vec()`): a document, not a holder's name.
+fn serialized(e: &Expr) -> bool {
+    const SERIALIZE: &[&str] = &[
+        "serialize",
+        "to_vec",
+        "to_vec_pretty",
+        "to_string_pretty",
+        "to_bytes",
+        "encode",
+    ];
+    match super::summary::peel_key(e) {
+        Expr::Try(t) => serialized(&t.expr),
+        Expr::MethodCall(m) if matches!(m.method.to_string().as_str(), "unwrap" | "expect") => {
+            serialized(&m.receiver)
+        }
+        Expr::MethodCall(m) => matches!(
+            m.method.to_string().as_str(),
+            "encode_to_vec" | "write_to_bytes" | "to_json"
+        ),
+        Expr::Call(c) => {
+            !c.args.is_empty()
+                && matches!(&*c.func, Expr::Path(p) if p.path.segments.last().is_some_and(|s| {
+                    SERIALIZE.contains(&s.ident.to_string().as_str())
+                        // `serde_json::to_string(&state)`, not `id.to_string()`.
+                        || s.ident == "to_string" && p.path.segments.len() > 1
+                }))
+        }
+        _ => false,
+    }
 }
 
 /// A key expression's text without the conversions that do not change which key it is
@@ -2198,6 +2236,14 @@ fn statement_sql(w: &Walker<'_, '_>, e: &Expr) -> Option<String> {
                 let Expr::Path(f) = &*c.func else { return None };
                 let last = f.path.segments.last()?.ident.to_string();
                 if !w.cx.packs.sql_statements.contains(&last) {
+                    return None;
+                }
+                // Built for SQLite (`Statement::from_sql_and_values(DbBackend::Sqlite, ..)`):
+                // one process's file, whose own write lock does the work; no distributed lock.
+                if c.args.iter().any(|a| {
+                    matches!(a, Expr::Path(p) if p.path.segments.len() > 1
+                        && p.path.segments.last().is_some_and(|s| s.ident == "Sqlite"))
+                }) {
                     return None;
                 }
                 return c.args.iter().find_map(|a| eval::eval_str(a, &Texts(w)));
