@@ -16,7 +16,9 @@ use crate::sites::{Failure, Ttl};
 /// a result never inspected, or in a keep-alive loop a failure branch that only logs and goes on
 /// to the next round), and etcd keep-alives whose response stream is dropped, or polled round
 /// after round without reading any response's TTL (`Ok(Some(_)) => …`): an expired lease
-/// answers keep-alives with TTL 0, not an error.
+/// answers keep-alives with TTL 0, not an error. A stream polled that way is reported where the
+/// keeper sends the renewal (`keeper.keep_alive().await`), or where the pair was opened when
+/// the function sends none.
 ///
 /// ## Why it matters
 /// A blind renewal extends whoever holds the key now. After a pause past the TTL, the old holder's

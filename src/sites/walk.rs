@@ -628,8 +628,9 @@ pub(super) struct Walker<'a, 'c> {
     /// Some keep-alive response of this function is checked with `.ttl()`.
     saw_ttl_check: bool,
     /// Keep-alive events (by index into `events`) whose response stream this function kept,
-    /// with the stream's name: judged at the end, by whether any response's TTL is read.
-    kept_streams: Vec<(usize, String)>,
+    /// with the stream's name and the keeper's: judged at the end, by whether any response's TTL
+    /// is read.
+    kept_streams: Vec<(usize, String, Option<String>)>,
     /// End of the statement being walked.
     stmt_end: Pos,
     /// Inside a `return` or the function's tail expression.
@@ -1039,7 +1040,8 @@ impl<'a, 'c> Walker<'a, 'c> {
                     && let Pat::Tuple(t) = peel_pat(pat)
                     && let Some(stream) = t.elems.iter().nth(1).and_then(single_name)
                 {
-                    self.kept_streams.push((self.events.len(), stream));
+                    let keeper = t.elems.first().and_then(single_name);
+                    self.kept_streams.push((self.events.len(), stream, keeper));
                 }
             }
             let owner = command
@@ -1441,14 +1443,30 @@ impl<'a, 'c> Walker<'a, 'c> {
             // A stream this function polls itself (`stream.message().await`), and hands to
             // nothing else, whose responses' TTL is never read: `Ok(Some(_))` takes the TTL-0
             // answer of an expired lease for a renewal.
-            for (i, stream) in std::mem::take(&mut self.kept_streams) {
-                if let Some(e) = self.events.get_mut(i)
-                    && e.failure == super::Failure::Handled
-                    && only_polled(body, &stream)
+            for (i, stream, keeper) in std::mem::take(&mut self.kept_streams) {
+                if !self
+                    .events
+                    .get(i)
+                    .is_some_and(|e| e.failure == super::Failure::Handled)
+                    || !only_polled(body, &stream)
                 {
-                    e.failure = super::Failure::Ignored {
-                        reason: "the TTL of its responses is never read, so a lease that expired (TTL 0) passes for renewed".into(),
-                    };
+                    continue;
+                }
+                let ignored = super::Failure::Ignored {
+                    reason: "the TTL of its responses is never read, so a lease that expired (TTL 0) passes for renewed".into(),
+                };
+                // Said where the keeper sends the renewal (`keeper.keep_alive().await`), when
+                // this function does; else at the call that opened the pair.
+                let opened = region::end_of(self.events[i].span);
+                match keeper.and_then(|k| keeper_send(body, &k, opened)) {
+                    Some(span) => {
+                        let mut send = self.events[i].clone();
+                        send.span = span;
+                        send.api = "LeaseKeeper::keep_alive".into();
+                        send.failure = ignored;
+                        self.events.push(send);
+                    }
+                    None => self.events[i].failure = ignored,
                 }
             }
         }
@@ -3212,6 +3230,44 @@ fn compares_holder(cond: &Expr) -> bool {
 /// Is every use of the local `name` in the body a `name.message()` poll, some of them in a loop
 /// (a keep-alive kept up round after round)? A stream passed on (to a call, a task, a field) may
 /// be checked there; one polled once, right after the grant, answers for a lease just made.
+/// The first `keeper.keep_alive()` after `after`: where the keeper sends a renewal.
+fn keeper_send(body: &syn::Block, keeper: &str, after: Pos) -> Option<Span> {
+    struct Find<'k> {
+        keeper: &'k str,
+        after: Pos,
+        found: Option<Span>,
+    }
+    impl<'ast> Visit<'ast> for Find<'_> {
+        fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+            let span = Span::of(&m.method);
+            if self.found.is_none()
+                && m.method == "keep_alive"
+                && m.args.is_empty()
+                && matches!(&*m.receiver, Expr::Path(p) if p.path.is_ident(self.keeper))
+                && region::start_of(span) > self.after
+            {
+                self.found = Some(span);
+            }
+            syn::visit::visit_expr_method_call(self, m);
+        }
+        fn visit_macro(&mut self, m: &'ast syn::Macro) {
+            // `select!` arms (`_ = tick => keeper.keep_alive().await?`) hold the send.
+            if let Ok(SelectArms(arms)) = m.parse_body::<SelectArms>() {
+                for a in &arms {
+                    self.visit_expr(&a.handler);
+                }
+            }
+        }
+    }
+    let mut f = Find {
+        keeper,
+        after,
+        found: None,
+    };
+    f.visit_block(body);
+    f.found
+}
+
 fn only_polled(body: &syn::Block, name: &str) -> bool {
     struct Uses<'n> {
         name: &'n str,
