@@ -798,7 +798,7 @@ impl<'a, 'c> Walker<'a, 'c> {
 
     /// Is the value made from the function's parameters: one of them, or an expression (or a
     /// local bound to one) that reads one (`self.key(id)`, `format!("lock:{id}")`)?
-    fn from_params(&self, e: &Expr) -> bool {
+    fn made_of_params(&self, e: &Expr) -> bool {
         let reads = |e: &Expr| {
             value_idents(e)
                 .iter()
@@ -1095,7 +1095,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 // A key made from the caller's arguments, in a function named for what it does
                 // to a lock (`fn renew_lock(conn, key, ms)` running `PEXPIRE key ms`,
                 // `fn unlock_resource(&self, id)` deleting `self.key(id)`): a lock's key.
-                || m.key.as_ref().is_some_and(|k| self.from_params(k))
+                || m.key.as_ref().is_some_and(|k| self.made_of_params(k))
                     && self
                         .own_name()
                         .split('_')
