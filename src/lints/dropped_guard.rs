@@ -30,12 +30,28 @@ use crate::config::RuleOptions;
 /// ```
 /// A binding whose name starts with `_` (`let _guard = …`) keeps it too; `let _ = …` does not.
 ///
+/// Also flags a transaction lock (`pg_try_advisory_xact_lock`) whose transaction the function
+/// ends (`tx.commit()`, `tx.rollback()`) right after it, before anything else is awaited: a
+/// try-lock helper that commits and returns the answer hands its caller a lock already given
+/// back.
+///
 /// ## Known limits
 /// Judged where the library's own call is written; a helper of the program that returns the
 /// guard, dropped by its caller, is not followed.
 pub struct DroppedGuard;
 
 pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {
+    if let Some(end) = &c.site.txn_ended {
+        return Some(Violation {
+            span: c.site.span,
+            message: format!(
+                "{} lasts as long as its transaction, and `{end}` ends that right after it: the lock is released at once and the work that follows runs unlocked",
+                lock_name(c)
+            ),
+            help: "take the transaction lock inside the transaction that does the work, and commit after the work".into(),
+            ..Default::default()
+        });
+    }
     if !c.site.guard_dropped {
         return None;
     }

@@ -800,6 +800,13 @@ pub(super) fn block_awaits(b: &syn::Block) -> bool {
     f.0
 }
 
+/// Does the statement await anything (outside closures and async blocks of its own)?
+pub(super) fn stmt_awaits(st: &Stmt) -> bool {
+    let mut f = Awaits(false);
+    syn::visit::Visit::visit_stmt(&mut f, st);
+    f.0
+}
+
 /// Does the expression await anything (outside closures and async blocks of its own)?
 fn awaits(e: &Expr) -> bool {
     let mut f = Awaits(false);

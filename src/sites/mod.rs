@@ -158,6 +158,9 @@ pub struct Site {
     /// The guard the call returns, whose drop gives the lock back, is dropped where it is
     /// taken (`lock.acquire(conn).await?;`, `let _ = …`): held for no work at all.
     pub guard_dropped: bool,
+    /// A transaction lock whose transaction the function ends (`tx.commit()`) right after it,
+    /// before any work: the call that ends it.
+    pub txn_ended: Option<String>,
 }
 
 /// An `EXPIRE`/`PEXPIRE` statement that directly follows a `SETNX` of the same key on the same

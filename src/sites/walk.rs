@@ -1249,6 +1249,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             command,
             expire_after,
             guard_dropped,
+            txn_ended: None,
         });
     }
 
@@ -1482,6 +1483,19 @@ impl<'a, 'c> Walker<'a, 'c> {
             .map(|m| region::start_of(m.span))
             .collect();
         callbacks.sort_unstable();
+        // A transaction lock whose transaction ends right after it (`tx.commit().await?` before
+        // anything is awaited): released at once, whatever the function answers.
+        for i in self.first_site..self.out.sites.len() {
+            let site = &self.out.sites[i];
+            if site.sql
+                && site.fencing == super::Fencing::Transaction
+                && site.kind.is_acquisition()
+                && site.via.is_none()
+            {
+                let ended = txn_ended_after(body, region::start_of(site.span));
+                self.out.sites[i].txn_ended = ended;
+            }
+        }
         // A lent connection handed on (returned, moved into a value or a call) or closed is no
         // longer the pool's at the end of the function.
         for i in self.first_site..self.out.sites.len() {
@@ -3230,6 +3244,87 @@ fn compares_holder(cond: &Expr) -> bool {
 /// Is every use of the local `name` in the body a `name.message()` poll, some of them in a loop
 /// (a keep-alive kept up round after round)? A stream passed on (to a call, a task, a field) may
 /// be checked there; one polled once, right after the grant, answers for a lease just made.
+/// For a transaction lock taken at `at`: the `tx.commit()`/`tx.rollback()` that ends the
+/// transaction it ran on (`tx` named in the lock's statement) among the statements right after
+/// it, with nothing awaited in between (checking the answer, logging, binding it are no work).
+fn txn_ended_after(body: &syn::Block, at: Pos) -> Option<String> {
+    /// The innermost block holding `at` in one of its statements, and that statement's index.
+    struct Find<'a> {
+        at: Pos,
+        found: Option<(&'a syn::Block, usize)>,
+    }
+    impl<'a> Visit<'a> for Find<'a> {
+        fn visit_block(&mut self, b: &'a syn::Block) {
+            for (i, st) in b.stmts.iter().enumerate() {
+                let span = Span::of(st);
+                if region::start_of(span) <= self.at && self.at <= region::end_of(span) {
+                    self.found = Some((b, i));
+                    self.visit_stmt(st);
+                }
+            }
+        }
+    }
+    let mut f = Find { at, found: None };
+    f.visit_block(body);
+    let (block, i) = f.found?;
+    let named = value_idents_of_stmt(&block.stmts[i]);
+    for st in &block.stmts[i + 1..] {
+        if let Some(call) = ends_transaction(st)
+            && named.contains(&call.0)
+        {
+            return Some(format!("{}.{}()", call.0, call.1));
+        }
+        if failure::stmt_awaits(st) {
+            return None;
+        }
+    }
+    None
+}
+
+/// `tx.commit().await?;`, `tx.rollback().await.ok();`: the transaction's name and the call.
+fn ends_transaction(st: &Stmt) -> Option<(String, String)> {
+    let mut e = match st {
+        Stmt::Expr(e, _) => e,
+        Stmt::Local(l) => &*l.init.as_ref()?.expr,
+        _ => return None,
+    };
+    loop {
+        e = match e {
+            Expr::Await(a) => &a.base,
+            Expr::Try(t) => &t.expr,
+            Expr::MethodCall(m)
+                if matches!(m.method.to_string().as_str(), "commit" | "rollback")
+                    && m.args.is_empty() =>
+            {
+                let Expr::Path(p) = &*m.receiver else {
+                    return None;
+                };
+                return Some((p.path.get_ident()?.to_string(), m.method.to_string()));
+            }
+            Expr::MethodCall(m) => &m.receiver,
+            _ => return None,
+        };
+    }
+}
+
+/// The identifiers a statement names.
+fn value_idents_of_stmt(st: &Stmt) -> HashSet<String> {
+    let mut out = HashSet::new();
+    let mut todo = vec![quote::ToTokens::to_token_stream(st)];
+    while let Some(ts) = todo.pop() {
+        for t in ts {
+            match t {
+                proc_macro2::TokenTree::Ident(i) => {
+                    out.insert(i.to_string());
+                }
+                proc_macro2::TokenTree::Group(g) => todo.push(g.stream()),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
 /// The first `keeper.keep_alive()` after `after`: where the keeper sends a renewal.
 fn keeper_send(body: &syn::Block, keeper: &str, after: Pos) -> Option<Span> {
     struct Find<'k> {
