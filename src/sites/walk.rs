@@ -3310,19 +3310,21 @@ fn ends_transaction(st: &Stmt) -> Option<(String, String)> {
 /// The identifiers a statement names.
 fn value_idents_of_stmt(st: &Stmt) -> HashSet<String> {
     let mut out = HashSet::new();
-    let mut todo = vec![quote::ToTokens::to_token_stream(st)];
-    while let Some(ts) = todo.pop() {
-        for t in ts {
-            match t {
-                proc_macro2::TokenTree::Ident(i) => {
-                    out.insert(i.to_string());
-                }
-                proc_macro2::TokenTree::Group(g) => todo.push(g.stream()),
-                _ => {}
+    token_idents(quote::ToTokens::to_token_stream(st), &mut out);
+    out
+}
+
+/// Every identifier in the tokens, at any depth.
+fn token_idents(ts: proc_macro2::TokenStream, out: &mut HashSet<String>) {
+    for t in ts {
+        match t {
+            proc_macro2::TokenTree::Ident(i) => {
+                out.insert(i.to_string());
             }
+            proc_macro2::TokenTree::Group(g) => token_idents(g.stream(), out),
+            _ => {}
         }
     }
-    out
 }
 
 /// The first `keeper.keep_alive()` after `after`: where the keeper sends a renewal.
@@ -3847,18 +3849,7 @@ pub(super) fn idents_in(e: &Expr) -> HashSet<String> {
             }
         }
         fn visit_macro(&mut self, m: &'ast syn::Macro) {
-            fn walk(ts: proc_macro2::TokenStream, out: &mut HashSet<String>) {
-                for t in ts {
-                    match t {
-                        proc_macro2::TokenTree::Ident(i) => {
-                            out.insert(i.to_string());
-                        }
-                        proc_macro2::TokenTree::Group(g) => walk(g.stream(), out),
-                        _ => {}
-                    }
-                }
-            }
-            walk(m.tokens.clone(), &mut self.0);
+            token_idents(m.tokens.clone(), &mut self.0);
         }
     }
     let mut ids = Ids(HashSet::new());
