@@ -64,6 +64,9 @@ struct Indexed {
     /// What the walk reads across the file (struct field initialisers, test regions), found on
     /// the whole tree, for a file small enough to be parsed whole (it is blanked only then).
     whole: Option<(sites::FieldInits, sites::test_code::TestCode)>,
+    /// For a file parsed in pieces: the struct field initialisers of all its pieces (a method
+    /// of one item reads a field another item's struct literal set).
+    piece_inits: Option<sites::FieldInits>,
     /// The file is a module declared under `#[cfg(test)]` elsewhere; asked once, by the first
     /// analysis that finds something to report (it reads the declaring files).
     declared_for_tests: std::sync::OnceLock<bool>,
@@ -1559,6 +1562,7 @@ fn index_one(job: &Job, text: String, prefilter: bool) -> Result<(Indexed, FileI
         .iter()
         .any(|w| text.contains(w));
     let mut across = None;
+    let mut piece_inits = sites::FieldInits::default();
     let build = |ast: &syn::File, imports: &Imports, names: Option<&HashSet<String>>| {
         let mut index = FileIndex::build_piece(ast, imports, names);
         if may_include {
@@ -1569,6 +1573,8 @@ fn index_one(job: &Job, text: String, prefilter: bool) -> Result<(Indexed, FileI
                 sites::FieldInits::of(ast),
                 sites::test_code::TestCode::of(ast, &job.crate_root, &job.file.abs),
             ));
+        } else {
+            piece_inits.extend(sites::FieldInits::of(ast));
         }
         index
     };
@@ -1612,6 +1618,7 @@ fn index_one(job: &Job, text: String, prefilter: bool) -> Result<(Indexed, FileI
             constants,
             pieces,
             layout,
+            piece_inits: (!whole).then_some(piece_inits),
             whole: across,
             declared_for_tests: std::sync::OnceLock::new(),
         },
@@ -1755,7 +1762,10 @@ fn analyze_one(
                         tests.clone(),
                     ),
                     _ => (
-                        sites::analyze_file(ast, &cx),
+                        match &ix.piece_inits {
+                            Some(inits) => sites::analyze_file_with(ast, &cx, inits.clone()),
+                            None => sites::analyze_file(ast, &cx),
+                        },
                         sites::test_code::TestCode::of(ast, &job.crate_root, &job.file.abs),
                     ),
                 }

@@ -924,7 +924,7 @@ pub(super) fn peel_key(mut e: &Expr) -> &Expr {
 
 /// String-like struct field initialisers of one file, as source text (read back and evaluated
 /// where `self.field` is used): `LockRepo { lock_sql: format!("SELECT pg_advisory_lock({id})") }`.
-/// Only texts that may name a lock are kept.
+/// Only texts that may name a lock, and calls of the functions that may build one, are kept.
 #[derive(Debug, Default, Clone)]
 pub struct FieldInits(HashMap<(String, String), Vec<String>>);
 
@@ -982,6 +982,13 @@ impl FieldInits {
         };
         c.visit_file(file);
         FieldInits(c.out)
+    }
+
+    /// Adds another piece's initialisers (a file parsed in pieces).
+    pub fn extend(&mut self, other: FieldInits) {
+        for (k, v) in other.0 {
+            self.0.entry(k).or_default().extend(v);
+        }
     }
 
     pub(super) fn get(&self, ty: &str, field: &str) -> Option<&[String]> {
