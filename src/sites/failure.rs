@@ -860,6 +860,12 @@ fn is_cleanup(e: &Expr) -> bool {
         Expr::Await(a) => is_cleanup(&a.base),
         Expr::Try(t) => is_cleanup(&t.expr),
         Expr::Paren(p) => is_cleanup(&p.expr),
+        // `guard_opt.take()`: a local's guard dropped, which tells no other task anything.
+        Expr::MethodCall(m)
+            if m.method == "take" && m.args.is_empty() && matches!(&*m.receiver, Expr::Path(_)) =>
+        {
+            true
+        }
         Expr::MethodCall(m)
             if matches!(
                 m.method.to_string().as_str(),
