@@ -454,6 +454,12 @@ pub struct CallDef {
     /// Implied by `release = "guard"` with a `returns-type`.
     #[serde(default)]
     pub drop_releases: bool,
+    /// For a renewal that writes the lock's value under a condition on the version read
+    /// (NATS KV's `update(key, value, revision)`, S3's `if_match(etag)`): written where the code
+    /// found the lease run out (`if claim.expires_at < now { … }`), it takes the lock over, an
+    /// acquisition.
+    #[serde(default)]
+    pub takeover_when_expired: bool,
     /// Where the lock stays when the call hands none back (sqlx's `Migrate::lock(&mut self)
     /// -> Result<()>` leaves it with the connection): `"receiver"` — the region runs to the
     /// release called on the same receiver, and the reply is no lock value.
@@ -570,6 +576,7 @@ impl CallDef {
             // A scoped wrapper (`with_lock(key, || …)`) releases before it returns.
             release: w.scoped.then_some(ReleaseStyle::Guard),
             drop_releases: false,
+            takeover_when_expired: false,
             // The primitive's store, not the pack's default: a wrapper around fenced-lock's Redis
             // backend has no consensus.
             consensus: Some(w.consensus),
@@ -806,6 +813,11 @@ impl Pack {
             if !c.when_calls.is_empty() && c.options_arg.is_none() {
                 return Err(bad(format!(
                     "{at}has `when-calls` but no `options-arg` to look in"
+                )));
+            }
+            if c.takeover_when_expired && c.kind != CallKind::Renew {
+                return Err(bad(format!(
+                    "{at}has `takeover-when-expired` but is no renewal: only a renewal's write can take an expired lock over"
                 )));
             }
             if c.reply_only && c.returns_type.is_some() {

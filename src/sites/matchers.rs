@@ -51,6 +51,8 @@ pub(super) struct Matched<'a> {
     pub release: Option<ReleaseStyle>,
     /// The lock value returned gives the lock back when dropped (see `CallDef::drop_releases`).
     pub drop_releases: bool,
+    /// A renewal whose write takes an expired lock over (see `CallDef::takeover_when_expired`).
+    pub takeover: bool,
     /// A call of a scoped wrapper (`with_lock(key, || …)`): released before it returns. (A
     /// wrapper handing out a guard whose `Drop` releases is released by `Guard` too, later.)
     pub scoped: bool,
@@ -100,6 +102,7 @@ impl<'a> Matched<'a> {
             key_is_prefix: false,
             release: None,
             drop_releases: false,
+            takeover: false,
             scoped: false,
             consensus: None,
             backend: None,
@@ -1162,6 +1165,7 @@ fn build<'a>(
         release: def.release,
         drop_releases: def.returns_type.is_some()
             && (def.drop_releases || def.release == Some(ReleaseStyle::Guard)),
+        takeover: def.takeover_when_expired,
         scoped: def.scoped
             || def.via.is_some()
                 && def.release == Some(ReleaseStyle::Guard)

@@ -306,6 +306,7 @@ fn analyze_fn<'a>(
         compared_reads: Vec::new(),
         holder_compared: false,
         held_by_us: false,
+        lease_expired: false,
         store_reads: HashMap::new(),
         closure_depth: 0,
         forwarded_depth: 0,
@@ -583,6 +584,9 @@ pub(super) struct Walker<'a, 'c> {
     /// `if holder != me { return .. }`, inside `if holder == me { .. }`): a typed lock object
     /// written here with its holder is kept, not taken.
     held_by_us: bool,
+    /// The code found the lease run out (`if claim.expires_at < now { … }`, or after `if
+    /// !claim.is_expired() { return }`): a renewal's conditional write here takes it over.
+    lease_expired: bool,
     closure_depth: usize,
     /// How many of the enclosing closures hand their value to the function's (`return
     /// spawn_blocking(move || { … Ok(lock) }).await?`): while every enclosing closure does,
@@ -991,6 +995,13 @@ impl<'a, 'c> Walker<'a, 'c> {
             && self.cx.packs.packs[m.pack].pack.lock_objects
         {
             m.kind = crate::packs::CallKind::Renew;
+        }
+        if self.lease_expired
+            && !self.held_by_us
+            && m.takeover
+            && m.kind == crate::packs::CallKind::Renew
+        {
+            m.kind = crate::packs::CallKind::TryAcquire;
         }
         let failure = match &m.pipeline {
             // A lock command in a pipeline: its reply is judged where the pipeline runs.
@@ -2133,6 +2144,7 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
         let saved_line = self.stmt_line;
         // `if holder != me { continue }` in a loop's body speaks for the rest of that body only.
         let held_by_us = self.held_by_us;
+        let lease_expired = self.lease_expired;
         // A block's constants are in scope in all of it, and shadow the module's.
         for stmt in &b.stmts {
             if let Stmt::Item(syn::Item::Const(c)) = stmt {
@@ -2288,6 +2300,7 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
         }
         self.stmt_line = saved_line;
         self.held_by_us = held_by_us;
+        self.lease_expired = lease_expired;
         self.block_ends.pop();
         self.scopes.pop();
         self.out.depth -= 1;
@@ -2445,6 +2458,9 @@ impl<'a> Walker<'a, '_> {
                 let held_before = self.held_by_us;
                 let holder_test = holder_test(&i.cond);
                 self.held_by_us |= holder_test == Some(true);
+                let expired_before = self.lease_expired;
+                let expiry = expiry_test(&i.cond);
+                self.lease_expired |= expiry == Some(true);
                 let compared = compared_read(&i.cond);
                 let pushed = compared.is_some();
                 self.compared_reads.extend(compared);
@@ -2455,6 +2471,12 @@ impl<'a> Walker<'a, '_> {
                 // `if holder != me { return … }`: what follows runs only while we hold it.
                 self.held_by_us = held_before
                     || holder_test == Some(false)
+                        && i.else_branch.is_none()
+                        && super::failure::diverges_block(&i.then_branch);
+                // `if claim.expires_at > now { return Ok(false) }`: what follows runs only on an
+                // expired lease.
+                self.lease_expired = expired_before
+                    || expiry == Some(false)
                         && i.else_branch.is_none()
                         && super::failure::diverges_block(&i.then_branch);
                 if pushed {
@@ -3453,6 +3475,50 @@ fn holder_test(cond: &Expr) -> Option<bool> {
                 _ => None,
             }
         }
+        _ => None,
+    }
+}
+
+/// Does the condition say a lease ran out (`Some(true)`: `claim.expires_at < now`, `now >
+/// deadline`, `lease.is_expired()`) or that it still runs (`Some(false)`: `expires_at > now`,
+/// `!lease.is_expired()`)? Anything else, conjunctions included, says neither.
+fn expiry_test(cond: &Expr) -> Option<bool> {
+    let says_expiry = |e: &Expr| {
+        let t = quote::ToTokens::to_token_stream(e)
+            .to_string()
+            .to_ascii_lowercase();
+        t.contains("expir") || t.contains("deadline") || t.contains("until")
+    };
+    match cond {
+        Expr::Paren(p) => expiry_test(&p.expr),
+        Expr::Unary(u) if matches!(u.op, syn::UnOp::Not(_)) => expiry_test(&u.expr).map(|b| !b),
+        Expr::Binary(b) => {
+            let (l, r) = (says_expiry(&b.left), says_expiry(&b.right));
+            if l == r {
+                return None;
+            }
+            // The expiry on the left: `expires_at < now` is run out; on the right, `now >
+            // expires_at` is.
+            match b.op {
+                syn::BinOp::Lt(_) | syn::BinOp::Le(_) => Some(l),
+                syn::BinOp::Gt(_) | syn::BinOp::Ge(_) => Some(r),
+                _ => None,
+            }
+        }
+        Expr::MethodCall(m) if m.args.is_empty() || m.args.len() == 1 => {
+            let name = m.method.to_string();
+            matches!(name.as_str(), "is_expired" | "expired" | "has_expired").then_some(true)
+        }
+        Expr::Call(c) => match &*c.func {
+            Expr::Path(p) => p.path.segments.last().and_then(|s| {
+                matches!(
+                    s.ident.to_string().as_str(),
+                    "is_expired" | "expired" | "has_expired"
+                )
+                .then_some(true)
+            }),
+            _ => None,
+        },
         _ => None,
     }
 }
