@@ -7,7 +7,10 @@ use crate::config::RuleOptions;
 /// lock's expiry, deadline, lease or validity value, in a function that acquires, renews,
 /// releases or wraps a lock, or in an expiry helper of a file that takes one (`fn
 /// lease_expired(lease: &Lease) -> bool`, named for expiry), where any ordering of a reading
-/// counts (`utc_now.gt(&renew_expire)`).
+/// counts (`utc_now.gt(&renew_expire)`). A call of the program's own clock helper counts as a
+/// reading: one whose value (or a branch's, or arithmetic on it) is a reading, or a call of
+/// another such helper of its file (`fn now_ms() -> u64 { if cached == 0 { wall_ms() } else {
+/// cached } }`).
 ///
 /// ## Why it matters
 /// The wall clock is not a timer. NTP steps it, an operator sets it, a VM resumes with it wrong,

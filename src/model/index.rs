@@ -60,6 +60,11 @@ pub struct FileIndex {
     /// SystemTime::now().duration_since(UNIX_EPOCH)…as_millis() as u64 }`): calling one is a
     /// wall-clock read where the caller uses it.
     pub clock_fns: Vec<String>,
+    /// Functions and methods whose tail (or a branch's) calls other functions of the program
+    /// without arguments (`fn now_ms() -> u64 { if cached == 0 { actual_now_ms() } else {
+    /// cached } }`): path -> the simple names called. One calling a clock function of the same
+    /// file is one too (settled when the file's pieces are merged).
+    pub clock_calls: Vec<(String, Vec<String>)>,
     /// Functions and methods that wait or repeat I/O (a sleep, or a loop whose body awaits):
     /// a call to one is long work under a lock its caller holds.
     pub long_fns: Vec<String>,
@@ -595,6 +600,63 @@ fn waits(block: &syn::Block) -> bool {
 /// Does the block's tail read the wall clock: `SystemTime::now()`, `Utc::now()`, `Local::now()`,
 /// `OffsetDateTime::now_utc()`, through the conversions that keep its value a time
 /// (`.duration_since(UNIX_EPOCH)?.as_millis() as u64`, `.timestamp()`)?
+/// The simple names of the functions a block's value may come from, called without arguments
+/// (`actual_now_ms()`, `Self::now()`, `now().as_millis() as u64`), in its tail or a branch's.
+fn tail_calls(block: &syn::Block) -> Option<Vec<String>> {
+    fn calls(e: &syn::Expr, out: &mut Vec<String>, depth: usize) {
+        if depth > 8 {
+            return;
+        }
+        let tail = |b: &syn::Block, out: &mut Vec<String>| {
+            if let Some(syn::Stmt::Expr(x, None)) = b.stmts.last() {
+                calls(x, out, depth + 1);
+            }
+        };
+        match e {
+            syn::Expr::Call(c) if c.args.is_empty() => {
+                if let syn::Expr::Path(p) = &*c.func
+                    && let Some(last) = p.path.segments.last()
+                {
+                    out.push(last.ident.to_string());
+                }
+            }
+            syn::Expr::MethodCall(m) => calls(&m.receiver, out, depth + 1),
+            syn::Expr::Try(t) => calls(&t.expr, out, depth + 1),
+            syn::Expr::Paren(p) => calls(&p.expr, out, depth + 1),
+            syn::Expr::Cast(c) => calls(&c.expr, out, depth + 1),
+            // `epoch_secs() * 1000`: arithmetic on a reading is a reading.
+            syn::Expr::Binary(b)
+                if matches!(
+                    b.op,
+                    syn::BinOp::Add(_)
+                        | syn::BinOp::Sub(_)
+                        | syn::BinOp::Mul(_)
+                        | syn::BinOp::Div(_)
+                        | syn::BinOp::Rem(_)
+                ) =>
+            {
+                calls(&b.left, out, depth + 1);
+                calls(&b.right, out, depth + 1);
+            }
+            syn::Expr::Block(b) => tail(&b.block, out),
+            syn::Expr::If(i) => {
+                tail(&i.then_branch, out);
+                if let Some((_, els)) = &i.else_branch {
+                    calls(els, out, depth + 1);
+                }
+            }
+            syn::Expr::Match(m) => m.arms.iter().for_each(|a| calls(&a.body, out, depth + 1)),
+            _ => {}
+        }
+    }
+    let Some(syn::Stmt::Expr(e, None)) = block.stmts.last() else {
+        return None;
+    };
+    let mut out = Vec::new();
+    calls(e, &mut out, 0);
+    (!out.is_empty()).then_some(out)
+}
+
 fn clock_tail(block: &syn::Block) -> bool {
     fn reads(e: &syn::Expr) -> bool {
         match e {
@@ -758,6 +820,7 @@ impl FileIndex {
                 cmd_builders,
                 text_fns,
                 clock_fns,
+                clock_calls,
                 long_fns,
                 call_fns,
                 deadline_fns,
@@ -782,6 +845,7 @@ impl FileIndex {
             out.cmd_builders.extend(cmd_builders);
             out.text_fns.extend(text_fns);
             out.clock_fns.extend(clock_fns);
+            out.clock_calls.extend(clock_calls);
             out.long_fns.extend(long_fns);
             out.call_fns.extend(call_fns);
             out.deadline_fns.extend(deadline_fns);
@@ -795,7 +859,31 @@ impl FileIndex {
         dedup(&mut out.reexports);
         dedup(&mut out.glob_reexports);
         dedup(&mut out.pub_globs);
+        out.settle_clock_calls();
         out
+    }
+
+    /// Adds the functions whose tail calls a clock function of this file, to a fixpoint (each
+    /// round adds one at least, so at most as many rounds as candidates).
+    fn settle_clock_calls(&mut self) {
+        let simple = |p: &str| p.rsplit("::").next().unwrap_or(p).to_string();
+        let mut clocks: std::collections::HashSet<String> =
+            self.clock_fns.iter().map(|p| simple(p)).collect();
+        let mut todo = std::mem::take(&mut self.clock_calls);
+        loop {
+            let (now, rest): (Vec<_>, Vec<_>) = todo
+                .into_iter()
+                .partition(|(_, called)| called.iter().any(|c| clocks.contains(c)));
+            if now.is_empty() {
+                self.clock_calls = rest;
+                return;
+            }
+            for (path, _) in now {
+                clocks.insert(simple(&path));
+                self.clock_fns.push(path);
+            }
+            todo = rest;
+        }
     }
 
     fn items(
@@ -894,6 +982,8 @@ impl FileIndex {
                     self.text_fns.extend(text_tail(&path, &f.sig, &f.block));
                     if clock_tail(&f.block) {
                         self.clock_fns.push(path.clone());
+                    } else if let Some(called) = tail_calls(&f.block) {
+                        self.clock_calls.push((path.clone(), called));
                     }
                     if waits(&f.block) {
                         self.long_fns.push(path.clone());
@@ -1001,6 +1091,8 @@ impl FileIndex {
                                 self.text_fns.extend(text_tail(&path, &f.sig, &f.block));
                                 if clock_tail(&f.block) {
                                     self.clock_fns.push(path.clone());
+                                } else if let Some(called) = tail_calls(&f.block) {
+                                    self.clock_calls.push((path.clone(), called));
                                 }
                                 if waits(&f.block) {
                                     self.long_fns.push(path.clone());
