@@ -61,12 +61,13 @@ struct Indexed {
     pieces: Option<PieceCx>,
     /// Its items, which the analysis blanks where they cannot matter (see `blank`).
     layout: Vec<blank::Part>,
-    /// What the walk reads across the file (struct field initialisers, test regions), found on
-    /// the whole tree, for a file small enough to be parsed whole (it is blanked only then).
-    whole: Option<(sites::FieldInits, sites::test_code::TestCode)>,
-    /// For a file parsed in pieces: the struct field initialisers of all its pieces (a method
-    /// of one item reads a field another item's struct literal set).
-    piece_inits: Option<sites::FieldInits>,
+    /// The test regions of a file small enough to be parsed whole (it is blanked only then),
+    /// found on the whole tree.
+    whole: Option<sites::test_code::TestCode>,
+    /// The struct field initialisers of the whole file, of all its pieces when it is parsed in
+    /// pieces: a method of one item reads a field another item's struct literal set, and the
+    /// blanked analysis no longer holds the literal.
+    field_inits: sites::FieldInits,
     /// The file is a module declared under `#[cfg(test)]` elsewhere; asked once, by the first
     /// analysis that finds something to report (it reads the declaring files).
     declared_for_tests: std::sync::OnceLock<bool>,
@@ -1562,19 +1563,19 @@ fn index_one(job: &Job, text: String, prefilter: bool) -> Result<(Indexed, FileI
         .iter()
         .any(|w| text.contains(w));
     let mut across = None;
-    let mut piece_inits = sites::FieldInits::default();
+    let mut field_inits = sites::FieldInits::default();
     let build = |ast: &syn::File, imports: &Imports, names: Option<&HashSet<String>>| {
         let mut index = FileIndex::build_piece(ast, imports, names);
         if may_include {
             index.read_includes(ast, &job.file.abs);
         }
+        field_inits.extend(sites::FieldInits::of(ast));
         if whole {
-            across = Some((
-                sites::FieldInits::of(ast),
-                sites::test_code::TestCode::of(ast, &job.crate_root, &job.file.abs),
+            across = Some(sites::test_code::TestCode::of(
+                ast,
+                &job.crate_root,
+                &job.file.abs,
             ));
-        } else {
-            piece_inits.extend(sites::FieldInits::of(ast));
         }
         index
     };
@@ -1618,7 +1619,7 @@ fn index_one(job: &Job, text: String, prefilter: bool) -> Result<(Indexed, FileI
             constants,
             pieces,
             layout,
-            piece_inits: (!whole).then_some(piece_inits),
+            field_inits,
             whole: across,
             declared_for_tests: std::sync::OnceLock::new(),
         },
@@ -1756,19 +1757,14 @@ fn analyze_one(
                     long_call: &long_call,
                     in_place,
                 };
-                match (whole, names) {
-                    (Some((inits, tests)), None) => (
-                        sites::analyze_file_with(ast, &cx, inits.clone()),
-                        tests.clone(),
-                    ),
-                    _ => (
-                        match &ix.piece_inits {
-                            Some(inits) => sites::analyze_file_with(ast, &cx, inits.clone()),
-                            None => sites::analyze_file(ast, &cx),
-                        },
-                        sites::test_code::TestCode::of(ast, &job.crate_root, &job.file.abs),
-                    ),
-                }
+                let tests = match (whole, names) {
+                    (Some(tests), None) => tests.clone(),
+                    _ => sites::test_code::TestCode::of(ast, &job.crate_root, &job.file.abs),
+                };
+                (
+                    sites::analyze_file_with(ast, &cx, ix.field_inits.clone()),
+                    tests,
+                )
             },
         )
     };
