@@ -987,10 +987,9 @@ impl<'a, 'c> Walker<'a, 'c> {
     ) {
         self.op_names.extend(m.mentions.iter().cloned());
         // A lock object written with its holder where the object read names us already (a
-        // Lease's renewal written whole): kept, not taken.
+        // Lease's renewal written whole, in place or by the program's helper): kept, not taken.
         let mut m = m;
         if self.held_by_us
-            && m.via.is_none()
             && m.kind.is_acquisition()
             && self.cx.packs.packs[m.pack].pack.lock_objects
         {
