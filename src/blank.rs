@@ -433,8 +433,8 @@ pub fn call_words(packs: &PackSet) -> Words {
 }
 
 /// From these indexes: the identifiers a `use … as name` gives another name (every module's
-/// imports are in its file's `reexports`), which count alone; and the type aliases' names, which
-/// may stand for a pair's type.
+/// imports are in its file's `reexports`) and the query builder's SQL functions, which count
+/// alone; and the type aliases' names, which may stand for a pair's type.
 pub fn aliases<'a>(
     indexes: impl Iterator<Item = &'a crate::model::FileIndex>,
 ) -> (Vec<String>, Vec<String>) {
@@ -448,6 +448,9 @@ pub fn aliases<'a>(
                 .map(|(made, _)| last(made)),
         );
         types.extend(fi.aliases.iter().map(|(path, _, _)| last(path)));
+        // A query builder's SQL function is called by its Rust name (`try_lock(k)` for
+        // `pg_try_advisory_lock`), inside a statement no pack word names (`.get_result(conn)`).
+        renames.extend(fi.sql_fns.iter().map(|(path, _)| last(path)));
     }
     for v in [&mut renames, &mut types] {
         v.sort();

@@ -246,6 +246,11 @@ pub fn interesting_names<'a>(
             for b in &f.cmd_builders {
                 names.insert(last(&b.path));
             }
+            // An SQL function declared for the query builder under a name of the program's
+            // (`define_sql_function! { #[sql_name = "pg_try_advisory_lock"] fn try_lock(..) }`).
+            for (path, _) in &f.sql_fns {
+                names.insert(last(path));
+            }
             // A variant that carries one makes its enum carry it too (`Store::Redis(client)`).
             for (path, fields) in &f.variants {
                 if fields.iter().any(|(_, t)| hits(t, &names))

@@ -56,6 +56,11 @@ pub struct FileIndex {
     /// String { format!("{addr}/v1/kv/{}", self.key) }`): path -> the tail's source. A URL
     /// built by such a helper keeps its fixed parts.
     pub text_fns: Vec<(String, String)>,
+    /// SQL functions declared for a query builder (diesel's `sql_function!`,
+    /// `define_sql_function!`, `#[declare_sql_function] extern "SQL" { … }`): Rust path -> the
+    /// SQL function's name (the fn's own, or its `#[sql_name = "…"]`). A call of one is that SQL
+    /// function run wherever the statement holding it runs.
+    pub sql_fns: Vec<(String, String)>,
     /// Functions and methods whose tail reads the wall clock (`fn now_ms() -> u64 {
     /// SystemTime::now().duration_since(UNIX_EPOCH)…as_millis() as u64 }`): calling one is a
     /// wall-clock read where the caller uses it.
@@ -94,6 +99,24 @@ pub struct CmdBuilder {
     pub name: String,
     /// Each `.arg(..)`'s source text, in order.
     pub args: Vec<String>,
+}
+
+/// A query builder's SQL function declaration: its Rust path and the SQL name it calls.
+fn sql_fn_decl(module: &str, f: &syn::ForeignItemFn) -> (String, String) {
+    let sql_name = f.attrs.iter().find_map(|a| match &a.meta {
+        syn::Meta::NameValue(nv) if nv.path.is_ident("sql_name") => match &nv.value {
+            Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(s),
+                ..
+            }) => Some(s.value()),
+            _ => None,
+        },
+        _ => None,
+    });
+    (
+        format!("{module}::{}", f.sig.ident),
+        sql_name.unwrap_or_else(|| f.sig.ident.to_string()),
+    )
 }
 
 /// A function answering `String` whose tail builds the text (`format!`, a literal, `+`): its
@@ -819,6 +842,7 @@ impl FileIndex {
                 derefs,
                 cmd_builders,
                 text_fns,
+                sql_fns,
                 clock_fns,
                 clock_calls,
                 long_fns,
@@ -844,6 +868,7 @@ impl FileIndex {
             out.derefs.extend(derefs);
             out.cmd_builders.extend(cmd_builders);
             out.text_fns.extend(text_fns);
+            out.sql_fns.extend(sql_fns);
             out.clock_fns.extend(clock_fns);
             out.clock_calls.extend(clock_calls);
             out.long_fns.extend(long_fns);
@@ -1007,6 +1032,37 @@ impl FileIndex {
                         }
                     }
                     self.traits.push(path);
+                }
+                // `sql_function!(fn pg_try_advisory_lock(key: BigInt) -> Bool);` (diesel 1-2.1),
+                // `define_sql_function! { #[sql_name = "…"] fn try_lock(k: BigInt) -> Bool; }`.
+                syn::Item::Macro(m)
+                    if m.mac.path.segments.last().is_some_and(|s| {
+                        s.ident == "sql_function" || s.ident == "define_sql_function"
+                    }) =>
+                {
+                    let mut tokens = m.mac.tokens.clone();
+                    if !m.mac.tokens.to_string().trim_end().ends_with(';') {
+                        tokens.extend(quote::quote!(;));
+                    }
+                    if let Ok(f) = syn::parse2::<syn::ForeignItemFn>(tokens) {
+                        self.sql_fns.push(sql_fn_decl(&module, &f));
+                    }
+                }
+                // `#[declare_sql_function] extern "SQL" { fn pg_advisory_unlock(k: BigInt) -> Bool; }`
+                // (diesel 2.3).
+                syn::Item::ForeignMod(fm)
+                    if fm.attrs.iter().any(|a| {
+                        a.path()
+                            .segments
+                            .last()
+                            .is_some_and(|s| s.ident == "declare_sql_function")
+                    }) =>
+                {
+                    for it in &fm.items {
+                        if let syn::ForeignItem::Fn(f) = it {
+                            self.sql_fns.push(sql_fn_decl(&module, f));
+                        }
+                    }
                 }
                 // `lazy_static! { static ref LOCK: Script = Script::new(".."); }`: statics.
                 syn::Item::Macro(m)
@@ -1287,6 +1343,7 @@ pub struct CrateIndex {
     derefs: HashMap<String, Ty>,
     cmd_builders: HashMap<String, CmdBuilder>,
     text_fns: HashMap<String, String>,
+    sql_fns: HashMap<String, String>,
     clock_fns: std::collections::HashSet<String>,
     long_fns: std::collections::HashSet<String>,
     call_fns: HashMap<String, (Vec<String>, String)>,
@@ -1314,6 +1371,7 @@ impl CrateIndex {
             idx.cmd_builders
                 .extend(f.cmd_builders.into_iter().map(|b| (b.path.clone(), b)));
             idx.text_fns.extend(f.text_fns);
+            idx.sql_fns.extend(f.sql_fns);
             idx.clock_fns.extend(f.clock_fns);
             idx.long_fns.extend(f.long_fns);
             idx.call_fns.extend(
@@ -1444,6 +1502,7 @@ impl CrateIndex {
             || self.fns.contains_key(path)
             || self.long_fns.contains(path)
             || self.call_fns.contains_key(path)
+            || self.sql_fns.contains_key(path)
             || self.consts.contains_key(path)
             || self.traits.contains(path)
     }
@@ -1647,6 +1706,11 @@ impl CrateIndex {
     /// The command a function of the crate builds and hands back unrun.
     pub fn cmd_builder(&self, path: &str) -> Option<&CmdBuilder> {
         self.fn_entry(&self.cmd_builders, path)
+    }
+
+    /// The SQL function a query-builder function of the crate stands for.
+    pub fn sql_fn(&self, path: &str) -> Option<&str> {
+        self.fn_entry(&self.sql_fns, path).map(String::as_str)
     }
 
     /// Does a function of the crate answer a wall-clock reading (see [`FileIndex::clock_fns`])?
@@ -1943,6 +2007,11 @@ impl CrateView {
     pub fn text_fn(&self, path: &str) -> Option<&str> {
         let (index, path) = self.owner_index(path);
         index.text_fn(&path)
+    }
+
+    pub fn sql_fn(&self, path: &str) -> Option<&str> {
+        let (index, path) = self.owner_index(path);
+        index.sql_fn(&path)
     }
 
     pub fn clock_fn(&self, path: &str) -> bool {

@@ -302,6 +302,22 @@ pub(super) fn match_site<'a>(
                 return match_sql(w, &args, outward, name_span, last)
                     .map(|found| on_pool(w, found, executor(outward)));
             }
+            // `diesel::select(pg_try_advisory_lock(key)).get_result(conn)`: an SQL function the
+            // program declared for its query builder, run by the statement that holds it.
+            if let Some(function) = w.cx.index.sql_fn(&path) {
+                let params: Vec<String> = (1..=args.len()).map(|i| format!("${i}")).collect();
+                let text = format!("SELECT {function}({})", params.join(", "));
+                let (run, conn) = dsl_runner(outward).unzip();
+                let found = sql_match(w, &text, name_span, run.unwrap_or(""), None)?;
+                return Some(on_pool(
+                    w,
+                    Matched {
+                        key: args.first().copied(),
+                        ..found
+                    },
+                    conn.flatten(),
+                ));
+            }
             None
         }
         Expr::Macro(m) => {
@@ -2274,6 +2290,26 @@ const EXECUTING: &[&str] = &[
 fn executor<'a>(outward: &[&'a Expr]) -> Option<&'a Expr> {
     outward.iter().rev().find_map(|level| match level {
         Expr::MethodCall(m) if EXECUTING.contains(&m.method.to_string().as_str()) => m.args.first(),
+        _ => None,
+    })
+}
+
+/// The call that runs a query builder's statement on the way out (`.get_result(conn)`,
+/// `.execute(conn)`), and the connection it runs on.
+fn dsl_runner<'a>(outward: &[&'a Expr]) -> Option<(&'static str, Option<&'a Expr>)> {
+    const RUNS: &[&str] = &[
+        "get_result",
+        "get_results",
+        "first",
+        "load",
+        "load_iter",
+        "execute",
+    ];
+    outward.iter().find_map(|level| match level {
+        Expr::MethodCall(m) => RUNS
+            .iter()
+            .find(|r| m.method == **r)
+            .map(|r| (*r, m.args.first())),
         _ => None,
     })
 }

@@ -943,6 +943,9 @@ impl<'a, 'c> Walker<'a, 'c> {
                 // `timeout(d, client.campaign(..)).await??`: the bounded future's result, in
                 // one more `Result`.
                 Expr::Call(c) if is_timeout_call(c) => &c.args[1],
+                // `diesel::select(pg_try_advisory_lock(k)).get_result(conn)`: the statement
+                // answers what the function it selects answers.
+                Expr::Call(c) if self.is_dsl_select(c) => &c.args[0],
                 _ => break,
             };
         }
@@ -3576,6 +3579,16 @@ fn let_chain(cond: &Expr) -> Option<Vec<&Expr>> {
 
 /// `tokio::time::timeout(d, fut)`, `async_std::future::timeout(d, fut)`: a future bounded in
 /// time, whose output is the inner future's in a `Result`.
+impl Walker<'_, '_> {
+    /// `diesel::select(expr)`: a statement selecting one expression.
+    fn is_dsl_select(&self, c: &syn::ExprCall) -> bool {
+        c.args.len() == 1
+            && matches!(&*c.func, Expr::Path(p)
+                if p.path.segments.last().is_some_and(|s| s.ident == "select")
+                    && matches!(self.resolve(&p.path).as_str(), "diesel::select" | "diesel::dsl::select"))
+    }
+}
+
 pub(super) fn is_timeout_call(c: &syn::ExprCall) -> bool {
     c.args.len() == 2
         && matches!(&*c.func, Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "timeout"))

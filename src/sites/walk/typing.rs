@@ -37,6 +37,15 @@ impl<'a, 'c> Walker<'a, 'c> {
     }
 
     pub(super) fn ty_of_type(&self, t: &syn::Type) -> Option<Ty> {
+        // A generic parameter by its name, before imports: after `use diesel::prelude::*`, an
+        // undeclared `F` would otherwise be taken for the glob's.
+        if let syn::Type::Path(p) = t
+            && p.qself.is_none()
+            && let Some(id) = p.path.get_ident()
+            && let Some(g) = self.generics.get(&id.to_string())
+        {
+            return Some(g.clone());
+        }
         let ty = ty_with(t, self.imports, self.self_ty.as_ref(), &self.known())?;
         if let Some(g) = self.generics.get(&ty.path) {
             return Some(g.clone());
