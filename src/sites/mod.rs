@@ -333,7 +333,8 @@ impl FileFacts {
     }
 
     /// A release helper whose own blind delete is reported where it is (its key is plainly a
-    /// lock's in this file: `DEL format!("lock:{id}")`) is not judged again at each of its calls:
+    /// lock's in this file: `DEL format!("lock:{id}")`, or it deletes a lock object such as a
+    /// Kubernetes Lease) is not judged again at each of its calls:
     /// one defect, one finding, at the line to fix. A helper deleting whatever key its caller
     /// passes is still judged at the calls, where the key is known to be a lock's.
     fn settle_release_helpers(&mut self) {
@@ -346,7 +347,8 @@ impl FileFacts {
                 e.kind == CallKind::Release
                     && !e.owner_checked
                     && e.function == w.via
-                    && crate::lints::unchecked_renewal::lock_key_among(self.sites.iter(), e)
+                    && (e.lock_object
+                        || crate::lints::unchecked_renewal::lock_key_among(self.sites.iter(), e))
             });
         }
     }
