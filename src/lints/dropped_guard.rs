@@ -35,9 +35,15 @@ use crate::config::RuleOptions;
 /// try-lock helper that commits and returns the answer hands its caller a lock already given
 /// back.
 ///
+/// A guard of the program's own type counts too: one whose `Drop` gives the lock back
+/// (`impl Drop for DistributedLock { fn drop(&mut self) { tokio::spawn(release(..)) } }`),
+/// handed out by the program's acquire function and dropped by its caller the same way
+/// (`DistributedLock::new(client, key, ttl).acquire().await?;`).
+///
 /// ## Known limits
-/// Judged where the library's own call is written; a helper of the program that returns the
-/// guard, dropped by its caller, is not followed.
+/// A type of the program is a guard when its `Drop` runs a release the analysis recognises (a
+/// pack's release call, a compare-and-delete script, a release helper); one whose `Drop`
+/// releases some other way is not followed.
 pub struct DroppedGuard;
 
 pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {

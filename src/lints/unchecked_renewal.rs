@@ -8,7 +8,9 @@ use crate::sites::{Failure, Ttl};
 /// ## What it does
 /// Flags a renewal that does not prove the caller still owns the lock: `EXPIRE`, `PEXPIRE`,
 /// `expire`, `pexpire` or `SET … XX` on a lock's key outside an owner-comparing script, or a Lua
-/// script that re-expires its key without first comparing the key's value with an argument. An
+/// script that re-expires its key without first comparing the key's value with an argument, or
+/// a write stamping a Kubernetes Lease's `renewTime` with neither the `resourceVersion` read
+/// while this process held it nor a test of the holder before it. An
 /// `expire` that directly follows a `SETNX` acquisition, before any other work, is part of that
 /// (non-atomic) acquisition and reported as `missing-deadline` there instead.
 ///
@@ -131,6 +133,7 @@ fn completes_setnx(view: &FileView<'_>, e: &Event) -> bool {
 }
 
 const UNCHECKED_HELP: &str = "renew with an owner check (compare the stored token in one script, or fenced-lock's renew) and stop the work when renewal fails";
+const OBJECT_HELP: &str = "renew under a precondition that fails once another process holds the lock (the `resourceVersion` read while this process was the holder), and stop the work when it fails";
 const UNHEEDED_HELP: &str = "when renewal fails or finds another holder, tell the work holding the lock (a cancellation token, a watch channel, fenced-lock's keeper) and stop it";
 
 pub fn check(view: &FileView<'_>, _: &RuleOptions) -> Vec<Violation> {
@@ -140,14 +143,21 @@ pub fn check(view: &FileView<'_>, _: &RuleOptions) -> Vec<Violation> {
         .iter()
         .filter(|e| matches!(e.kind, CallKind::Renew | CallKind::KeepAlive))
     {
-        // Raw commands act on any key; they concern us only on a lock's key.
-        if completes_setnx(view, e) || !e.owner_checked && !lock_key(view, e) {
+        // Raw commands act on any key; they concern us only on a lock's key. A lock object
+        // (a Kubernetes Lease) is a lock whatever its name.
+        let locks = e.lock_object || lock_key(view, e);
+        if completes_setnx(view, e) || !e.owner_checked && !locks {
             continue;
         }
         let mut fix = None;
         // An owner-checked renewal whose failure goes unheeded needs only the failure told to
         // the work; an unchecked one needs the check first.
-        let (message, help) = if !e.owner_checked && lock_key(view, e) {
+        let (message, help) = if !e.owner_checked && e.lock_object {
+            (
+                format!("`{}` renews the lock without checking who holds it", e.api),
+                OBJECT_HELP,
+            )
+        } else if !e.owner_checked && locks {
             fix = owner_checked(e);
             (
                 format!("`{}` renews the lock without checking who holds it", e.api),

@@ -52,6 +52,10 @@ pub struct Event {
     pub owner_checked: bool,
     /// The object acted on is a lock by its type (the pack's `lock-objects`).
     pub lock_object: bool,
+    /// For a call of the program's own helper: which function it calls (as `function`).
+    pub via: Option<String>,
+    /// Made after the function tested the lock object's holder (`if are_we_leading(&l)?`).
+    pub holder_tested: bool,
     /// Line of the enclosing function's `fn`, for suppressions above it.
     pub fn_line: usize,
     pub function: String,

@@ -329,7 +329,35 @@ impl FileFacts {
             out.clocks.append(&mut out.helper_clocks);
         }
         out.settle_release_helpers();
+        out.settle_renewal_helpers();
         out
+    }
+
+    /// A helper stamping a lock object's renewal with no test of its own (`fn renew_lease(&self)
+    /// { api.patch(name, .., renewTime) }`), called in this file only after its callers tested
+    /// the holder (`if self.are_we_leading(&l)? { self.renew_lease().await? }`): checked there,
+    /// as a renewal written under that test in place is.
+    fn settle_renewal_helpers(&mut self) {
+        use crate::packs::CallKind;
+        let checked_by_callers: Vec<bool> = self
+            .events
+            .iter()
+            .map(|e| {
+                let mut calls = self
+                    .events
+                    .iter()
+                    .filter(|c| c.kind == CallKind::Renew && c.via.as_ref() == Some(&e.function))
+                    .peekable();
+                e.kind == CallKind::Renew
+                    && e.lock_object
+                    && !e.owner_checked
+                    && calls.peek().is_some()
+                    && calls.all(|c| c.holder_tested)
+            })
+            .collect();
+        for (e, checked) in self.events.iter_mut().zip(checked_by_callers) {
+            e.owner_checked |= checked;
+        }
     }
 
     /// A release helper whose own blind delete is reported where it is (its key is plainly a

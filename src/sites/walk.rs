@@ -1073,10 +1073,16 @@ impl<'a, 'c> Walker<'a, 'c> {
                     })
                 });
             let compared_first = m.kind == crate::packs::CallKind::Release
-                && (self.compared_reads.iter().any(|read| {
+                && self.compared_reads.iter().any(|read| {
                     key.as_ref().is_some_and(|k| read.contains(k))
                         || m.mentions.iter().any(|n| read.contains(n))
-                }) || lock_object && self.holder_compared);
+                })
+                // A lock object's release or renewal under a test of its holder.
+                || matches!(
+                    m.kind,
+                    crate::packs::CallKind::Release | crate::packs::CallKind::Renew
+                ) && lock_object
+                    && self.holder_compared;
             // `lock` anywhere (`lock_key`, `locks:{id}`), or another word for one standing alone
             // (`mutex.key`, `leader_key`, `"lease/{id}"`).
             let says_lock = |t: &str| {
@@ -1117,6 +1123,8 @@ impl<'a, 'c> Walker<'a, 'c> {
                 kind: m.kind,
                 key_says_lock,
                 lock_object,
+                via: m.via.clone(),
+                holder_tested: lock_object && self.holder_compared,
                 pack: m.pack,
                 api: m.api,
                 span: m.span,
@@ -1219,9 +1227,9 @@ impl<'a, 'c> Walker<'a, 'c> {
             self.site_gates.insert(self.out.sites.len(), g);
         }
         // Only awaited and unwrapped on the way to a statement that drops it (`let _ =`
-        // too): the guard goes at the `;`.
+        // too): the guard goes at the `;`. Also a helper's guard: a type of the program whose
+        // `Drop` releases, handed out by the program's acquire function.
         let guard_dropped = m.drop_releases
-            && m.via.is_none()
             && outward
                 .iter()
                 .all(|e| matches!(e, Expr::Await(_) | Expr::Try(_) | Expr::Paren(_)))
@@ -2456,9 +2464,12 @@ impl<'a> Walker<'a, '_> {
                     .cloned()
                     .collect();
                 self.guards = self.guards.push(then_names);
-                self.holder_compared |= compares_holder(&i.cond);
+                // `let ours = holder == me; if !ours { return }`: the test the local holds.
+                let named_test = self.named_condition(&i.cond);
+                let cond = named_test.as_ref().unwrap_or(&i.cond);
+                self.holder_compared |= compares_holder(cond);
                 let held_before = self.held_by_us;
-                let holder_test = holder_test(&i.cond);
+                let holder_test = holder_test(cond);
                 self.held_by_us |= holder_test == Some(true);
                 let expired_before = self.lease_expired;
                 let expiry = expiry_test(&i.cond);
@@ -3465,6 +3476,7 @@ fn holder_test(cond: &Expr) -> Option<bool> {
     };
     match cond {
         Expr::Paren(p) => holder_test(&p.expr),
+        Expr::Unary(u) if matches!(u.op, syn::UnOp::Not(_)) => holder_test(&u.expr).map(|t| !t),
         Expr::Binary(b) if says_holder(cond) => match b.op {
             syn::BinOp::Eq(_) => Some(true),
             syn::BinOp::Ne(_) => Some(false),
@@ -3580,6 +3592,22 @@ fn let_chain(cond: &Expr) -> Option<Vec<&Expr>> {
 /// `tokio::time::timeout(d, fut)`, `async_std::future::timeout(d, fut)`: a future bounded in
 /// time, whose output is the inner future's in a `Result`.
 impl Walker<'_, '_> {
+    /// A condition that is a local (`ours`, `!ours`), as the test its initialiser makes
+    /// (`holder == me`, `!(holder == me)`); `None` for any other condition.
+    fn named_condition(&self, cond: &Expr) -> Option<Expr> {
+        let (negated, inner) = match cond {
+            Expr::Unary(u) if matches!(u.op, syn::UnOp::Not(_)) => (true, &*u.expr),
+            other => (false, other),
+        };
+        let init = self.local_init(&local_named(inner)?)?;
+        let init: Expr = syn::parse_quote!((#init));
+        Some(if negated {
+            syn::parse_quote!(!#init)
+        } else {
+            init
+        })
+    }
+
     /// `diesel::select(expr)`: a statement selecting one expression.
     fn is_dsl_select(&self, c: &syn::ExprCall) -> bool {
         c.args.len() == 1
