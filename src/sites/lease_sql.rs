@@ -6,7 +6,9 @@
 //! `INSERT INTO leases (name, holder, expires_at) … ON CONFLICT (name) DO UPDATE SET … WHERE
 //! leases.expires_at < $2`. A renewal moves the expiry of the row this holder holds (`SET
 //! expires_at = … WHERE holder = $1`); a release deletes it or clears its holder under the same
-//! test. Which columns are holders and expiries is the pack's vocabulary (`[lease-table]`).
+//! test. Which columns are holders and expiries is the pack's vocabulary (`[lease-table]`); in a
+//! table the vocabulary names as a lock's (`editing_lock`), a column written with a bound value
+//! and tested against that same value is a holder too (`SET user_id = $3 … WHERE user_id = $3`).
 //!
 //! Precision first: a statement counts only when both kinds of column are written together (a
 //! claim) or the holder is tested (a renewal or release). An update of an expiry alone (a
@@ -37,20 +39,36 @@ pub(crate) fn lease_op(text: &str, vocab: &LeaseTable) -> Option<LeaseOp> {
         .filter(|w| !w.is_empty())
         .collect();
     let has = |w: &str| words.contains(&w);
-    let holder = |c: &str| vocab.holder_columns.iter().any(|h| c.contains(h.as_str()));
+    let conditions = conditions(&sql);
+    let assigned = assignments(&sql);
+    // In a lock table, a column written with a bound value and tested against that same value
+    // (`SET user_id = $3 … WHERE editing_lock.user_id = $3 OR editing_lock.expires_at < $4`) is
+    // the row's holder, whatever it is called.
+    let lock_table = table_is_lease(&sql, "into", vocab) || table_is_lease(&sql, "update", vocab);
+    let named_holders: Vec<&str> = if lock_table {
+        assigned
+            .iter()
+            .filter(|(_, v)| v.starts_with('$') || v == "?")
+            .filter(|(c, v)| conditions.iter().any(|cond| tests_equal(cond, c, v)))
+            .map(|(c, _)| c.as_str())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let holder = |c: &str| {
+        vocab.holder_columns.iter().any(|h| c.contains(h.as_str())) || named_holders.contains(&c)
+    };
     let expiry =
         |c: &str| !holder(c) && vocab.expiry_columns.iter().any(|e| c.contains(e.as_str()));
     // When the holder last renewed (`heartbeat`): the lease runs out a timeout after it.
     let stamp = |c: &str| {
         !holder(c) && !expiry(c) && vocab.stamp_columns.iter().any(|e| c.contains(e.as_str()))
     };
-    let conditions = conditions(&sql);
     let tests =
         |pred: &dyn Fn(&str) -> bool| conditions.iter().any(|cond| names_column(cond, pred));
     if has("delete") && has("from") {
         return (tests(&holder) && table_is_lease(&sql, "from", vocab)).then_some(LeaseOp::Release);
     }
-    let assigned = assignments(&sql);
     if assigned.is_empty() {
         return None;
     }
@@ -217,6 +235,26 @@ fn picks_free(conditions: &[&str]) -> bool {
 }
 
 /// Does SQL text name a column `pred` accepts (as a whole word)?
+/// Does a condition compare `column` (bare or qualified) for equality with `value` (`t.user_id =
+/// $3`, `user_id = ?`)? A `?` placeholder is any value: it stands for a column written with one
+/// only in the same statement order, which this does not check.
+fn tests_equal(cond: &str, column: &str, value: &str) -> bool {
+    cond.split(" or ")
+        .flat_map(|d| d.split(" and "))
+        .any(|term| {
+            let term = term.trim().trim_start_matches('(').trim_end_matches(')');
+            let Some((l, r)) = term.split_once('=') else {
+                return false;
+            };
+            if l.ends_with(['<', '>', '!']) || r.starts_with('=') {
+                return false;
+            }
+            let (l, r) = (l.trim(), r.trim());
+            let col = |t: &str| t.rsplit('.').next().unwrap_or(t).trim_matches('"') == column;
+            (col(l) && r == value) || (col(r) && l == value)
+        })
+}
+
 fn names_column(text: &str, pred: &dyn Fn(&str) -> bool) -> bool {
     text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .any(|w| !w.is_empty() && pred(w))
