@@ -138,6 +138,9 @@ pub enum ReleaseStyle {
     Explicit,
     Guard,
     Session,
+    /// Ends with the transaction that took it (`pg_advisory_xact_lock`): given back by its
+    /// `COMMIT` or `ROLLBACK`, never by an unlock of its own.
+    Transaction,
     /// Held until it expires or is handed over (leader-election leases): releasing is optional.
     Lease,
 }

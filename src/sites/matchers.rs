@@ -2403,6 +2403,7 @@ fn sql_match<'a>(
             || format!("`{call_name}` discards the answer that says whether the lock was taken"),
         ),
         sql: true,
+        release: (def.scope == SqlScope::Transaction).then_some(ReleaseStyle::Transaction),
         ..Matched::plain(pi, def.function.clone(), kind, span)
     })
 }
