@@ -57,7 +57,9 @@ use crate::sites::{Failure, Ttl};
 /// so (`fn renew(&self, lock_key: &str)`), is judged inside, once, and not again at each call.
 ///
 /// ## Known limits
-/// A key counts as a lock's key when a lock in the same file uses it, when its text (or the
+/// A key counts as a lock's key when a lock in the same file uses it (the same expression, or a
+/// local named as the field a lock of the same type is keyed by: `SET self.task_key NX` in one
+/// method, `PEXPIRE task_key` in another), when its text (or the
 /// initialiser of the local it is) mentions `lock`, or when it is the caller's key in a function
 /// named for a lock (`renew_lock`, `unlock`). A failure branch that only logs is not held
 /// against a round that goes on to test what it renewed and leaves when that is no longer held
@@ -88,11 +90,42 @@ fn same_key(site: &crate::sites::Site, e: &Event) -> bool {
         return false;
     }
     let parent = |p: &str| p.rsplit_once("::").map(|(t, _)| t.to_string());
+    let same_type = || {
+        site.function
+            .as_ref()
+            .is_some_and(|f| parent(&f.path) == parent(&e.function))
+    };
     site.key.as_ref() == Some(key)
         || site.key_expr.as_ref() == Some(key)
             && site.function.as_ref().is_some_and(|f| {
                 f.path == e.function || self_field(key) && parent(&f.path) == parent(&e.function)
             })
+        // `SET self.task_info_key NX` in one method, `PEXPIRE task_info_key` in another of the
+        // same type, the local built as the field was: the field's name for the same key.
+        || site
+            .key_expr
+            .as_deref()
+            .and_then(field_name)
+            .is_some_and(|field| !self_field(key) && e.mentions.contains(&field))
+            && same_type()
+}
+
+/// The field a `self.field` key names (`&self.task_info_key`, `self.task_info_key.clone()`).
+fn field_name(key: &str) -> Option<String> {
+    let k = bare(key).strip_prefix("self.")?.to_string();
+    k.chars()
+        .all(|c| c.is_alphanumeric() || c == '_')
+        .then_some(k)
+}
+
+/// A key expression as written, without spaces and the borrows and copies around it.
+fn bare(key: &str) -> String {
+    let k = key.replace(' ', "");
+    let mut k = k.trim_start_matches('&');
+    for suffix in [".clone()", ".as_str()", ".to_string()", ".as_ref()"] {
+        k = k.strip_suffix(suffix).unwrap_or(k);
+    }
+    k.to_string()
 }
 
 /// `self.writer_key`, `&self.keys.lock`: a field of `self`, the same value in every method. A

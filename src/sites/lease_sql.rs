@@ -176,6 +176,21 @@ pub(crate) fn lease_op(text: &str, vocab: &LeaseTable) -> Option<LeaseOp> {
             LeaseOp::Renew
         });
     }
+    // In a lock table, the expiry moved on (not cleared, not into the past) on a row picked
+    // without asking whether it ran out (`UPDATE editing_lock SET expires_at = $1 WHERE
+    // entity_id = $2 AND user_id = $3`): a renewal, its holder test in a column this statement
+    // does not name as one (so taken as made: no `unchecked-renewal` from it).
+    if lock_table
+        && has("update")
+        && !conditions.is_empty()
+        && assigned.iter().all(|(c, _)| expiry(c) || stamp(c))
+        && assigned
+            .iter()
+            .any(|(c, v)| expiry(c) && !is_null(v) && !in_the_past(v) && !is_clock(v))
+        && !tests(&expiry)
+    {
+        return Some(LeaseOp::Renew);
+    }
     None
 }
 
