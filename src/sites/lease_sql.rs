@@ -249,10 +249,9 @@ fn picks_free(conditions: &[&str]) -> bool {
     })
 }
 
-/// Does SQL text name a column `pred` accepts (as a whole word)?
 /// Does a condition compare `column` (bare or qualified) for equality with `value` (`t.user_id =
-/// $3`, `user_id = ?`)? A `?` placeholder is any value: it stands for a column written with one
-/// only in the same statement order, which this does not check.
+/// $3`, `user_id = ?`)? `?` placeholders cannot be told apart: a column written with one and
+/// compared with one counts.
 fn tests_equal(cond: &str, column: &str, value: &str) -> bool {
     cond.split(" or ")
         .flat_map(|d| d.split(" and "))
@@ -270,6 +269,7 @@ fn tests_equal(cond: &str, column: &str, value: &str) -> bool {
         })
 }
 
+/// Does SQL text name a column `pred` accepts (as a whole word)?
 fn names_column(text: &str, pred: &dyn Fn(&str) -> bool) -> bool {
     text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .any(|w| !w.is_empty() && pred(w))

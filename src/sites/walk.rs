@@ -3589,8 +3589,6 @@ fn let_chain(cond: &Expr) -> Option<Vec<&Expr>> {
         .then_some(parts)
 }
 
-/// `tokio::time::timeout(d, fut)`, `async_std::future::timeout(d, fut)`: a future bounded in
-/// time, whose output is the inner future's in a `Result`.
 impl Walker<'_, '_> {
     /// A condition that is a local (`ours`, `!ours`), as the test its initialiser makes
     /// (`holder == me`, `!(holder == me)`); `None` for any other condition.
@@ -3617,6 +3615,8 @@ impl Walker<'_, '_> {
     }
 }
 
+/// `tokio::time::timeout(d, fut)`, `async_std::future::timeout(d, fut)`: a future bounded in
+/// time, whose output is the inner future's in a `Result`.
 pub(super) fn is_timeout_call(c: &syn::ExprCall) -> bool {
     c.args.len() == 2
         && matches!(&*c.func, Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "timeout"))
