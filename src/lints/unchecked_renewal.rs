@@ -97,9 +97,8 @@ fn same_key(site: &crate::sites::Site, e: &Event) -> bool {
     };
     site.key.as_ref() == Some(key)
         || site.key_expr.as_ref() == Some(key)
-            && site.function.as_ref().is_some_and(|f| {
-                f.path == e.function || self_field(key) && parent(&f.path) == parent(&e.function)
-            })
+            && (site.function.as_ref().is_some_and(|f| f.path == e.function)
+                || self_field(key) && same_type())
         // `SET self.task_info_key NX` in one method, `PEXPIRE task_info_key` in another of the
         // same type, the local built as the field was: the field's name for the same key.
         || site

@@ -620,9 +620,6 @@ fn waits(block: &syn::Block) -> bool {
     f.found
 }
 
-/// Does the block's tail read the wall clock: `SystemTime::now()`, `Utc::now()`, `Local::now()`,
-/// `OffsetDateTime::now_utc()`, through the conversions that keep its value a time
-/// (`.duration_since(UNIX_EPOCH)?.as_millis() as u64`, `.timestamp()`)?
 /// The simple names of the functions a block's value may come from, called without arguments
 /// (`actual_now_ms()`, `Self::now()`, `now().as_millis() as u64`), in its tail or a branch's.
 fn tail_calls(block: &syn::Block) -> Option<Vec<String>> {
@@ -680,6 +677,9 @@ fn tail_calls(block: &syn::Block) -> Option<Vec<String>> {
     (!out.is_empty()).then_some(out)
 }
 
+/// Does the block's tail read the wall clock: `SystemTime::now()`, `Utc::now()`, `Local::now()`,
+/// `OffsetDateTime::now_utc()`, through the conversions that keep its value a time
+/// (`.duration_since(UNIX_EPOCH)?.as_millis() as u64`, `.timestamp()`)?
 fn clock_tail(block: &syn::Block) -> bool {
     fn reads(e: &syn::Expr) -> bool {
         match e {

@@ -1072,6 +1072,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                         key.as_deref() == Some(read.as_str()) || m.mentions.contains(read)
                     })
                 });
+            let holder_tested = lock_object && self.holder_compared;
             let compared_first = m.kind == crate::packs::CallKind::Release
                 && self.compared_reads.iter().any(|read| {
                     key.as_ref().is_some_and(|k| read.contains(k))
@@ -1081,8 +1082,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 || matches!(
                     m.kind,
                     crate::packs::CallKind::Release | crate::packs::CallKind::Renew
-                ) && lock_object
-                    && self.holder_compared;
+                ) && holder_tested;
             // `lock` anywhere (`lock_key`, `locks:{id}`), or another word for one standing alone
             // (`mutex.key`, `leader_key`, `"lease/{id}"`).
             let says_lock = |t: &str| {
@@ -1124,7 +1124,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 key_says_lock,
                 lock_object,
                 via: m.via.clone(),
-                holder_tested: lock_object && self.holder_compared,
+                holder_tested,
                 pack: m.pack,
                 api: m.api,
                 span: m.span,
@@ -3520,21 +3520,26 @@ fn expiry_test(cond: &Expr) -> Option<bool> {
             }
         }
         Expr::MethodCall(m) if m.args.is_empty() || m.args.len() == 1 => {
-            let name = m.method.to_string();
-            matches!(name.as_str(), "is_expired" | "expired" | "has_expired").then_some(true)
+            names_expiry(&m.method).then_some(true)
         }
         Expr::Call(c) => match &*c.func {
-            Expr::Path(p) => p.path.segments.last().and_then(|s| {
-                matches!(
-                    s.ident.to_string().as_str(),
-                    "is_expired" | "expired" | "has_expired"
-                )
-                .then_some(true)
-            }),
+            Expr::Path(p) => p
+                .path
+                .segments
+                .last()
+                .and_then(|s| names_expiry(&s.ident).then_some(true)),
             _ => None,
         },
         _ => None,
     }
+}
+
+/// `is_expired`, `expired`, `has_expired`: a predicate named for a lease having run out.
+fn names_expiry(name: &syn::Ident) -> bool {
+    matches!(
+        name.to_string().as_str(),
+        "is_expired" | "expired" | "has_expired"
+    )
 }
 
 /// The function body's last statement, when it is a `loop` that no `break` leaves (nested
