@@ -10,7 +10,10 @@ use crate::config::RuleOptions;
 /// counts (`utc_now.gt(&renew_expire)`). A call of the program's own clock helper counts as a
 /// reading: one whose value (or a branch's, or arithmetic on it) is a reading, or a call of
 /// another such helper of its file (`fn now_ms() -> u64 { if cached == 0 { wall_ms() } else {
-/// cached } }`).
+/// cached } }`). So does an injected clock: a function value whose type says it gives a time of
+/// day (`(self.now)()` on a `now: Arc<dyn Fn() -> DateTime<Utc>>`), or a clock trait's method
+/// every implementation of which outside test code reads the wall clock (`self.clock.now()`
+/// with `C: Clock`, `Arc<dyn Clock>`).
 ///
 /// ## Why it matters
 /// The wall clock is not a timer. NTP steps it, an operator sets it, a VM resumes with it wrong,

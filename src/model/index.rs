@@ -620,8 +620,9 @@ fn waits(block: &syn::Block) -> bool {
     f.found
 }
 
-/// The simple names of the functions a block's value may come from, called without arguments
-/// (`actual_now_ms()`, `Self::now()`, `now().as_millis() as u64`), in its tail or a branch's.
+/// The names of the functions a block's value may come from, called without arguments
+/// (`actual_now_ms()`, `Self::now()`, `now().as_millis() as u64`), in its tail or a branch's:
+/// simple, or with the type for another type's (`SystemClock::now`).
 fn tail_calls(block: &syn::Block) -> Option<Vec<String>> {
     fn calls(e: &syn::Expr, out: &mut Vec<String>, depth: usize) {
         if depth > 8 {
@@ -637,7 +638,16 @@ fn tail_calls(block: &syn::Block) -> Option<Vec<String>> {
                 if let syn::Expr::Path(p) = &*c.func
                     && let Some(last) = p.path.segments.last()
                 {
-                    out.push(last.ident.to_string());
+                    // Another type's function by its type too (`Instant::now()` is not the
+                    // program's `SystemClock::now`).
+                    let n = p.path.segments.len();
+                    let owner = (n >= 2)
+                        .then(|| p.path.segments[n - 2].ident.to_string())
+                        .filter(|t| t != "Self" && t.starts_with(|c: char| c.is_ascii_uppercase()));
+                    out.push(match owner {
+                        Some(t) => format!("{t}::{}", last.ident),
+                        None => last.ident.to_string(),
+                    });
                 }
             }
             syn::Expr::MethodCall(m) => calls(&m.receiver, out, depth + 1),
@@ -891,9 +901,16 @@ impl FileIndex {
     /// Adds the functions whose tail calls a clock function of this file, to a fixpoint (each
     /// round adds one at least, so at most as many rounds as candidates).
     fn settle_clock_calls(&mut self) {
-        let simple = |p: &str| p.rsplit("::").next().unwrap_or(p).to_string();
+        // A clock function by its simple name (`now_ms`), and a method also by its type's
+        // (`SystemClock::now`), as `tail_calls` records calls.
+        let names = |p: &str| {
+            let mut segs = p.rsplit("::");
+            let last = segs.next().unwrap_or(p).to_string();
+            let owner = segs.next().map(|t| format!("{t}::{last}"));
+            std::iter::once(last).chain(owner)
+        };
         let mut clocks: std::collections::HashSet<String> =
-            self.clock_fns.iter().map(|p| simple(p)).collect();
+            self.clock_fns.iter().flat_map(|p| names(p)).collect();
         let mut todo = std::mem::take(&mut self.clock_calls);
         loop {
             let (now, rest): (Vec<_>, Vec<_>) = todo
@@ -904,7 +921,7 @@ impl FileIndex {
                 return;
             }
             for (path, _) in now {
-                clocks.insert(simple(&path));
+                clocks.extend(names(&path));
                 self.clock_fns.push(path);
             }
             todo = rest;
@@ -1260,6 +1277,14 @@ fn ty_depth(
                             _ => None,
                         })
                         .collect(),
+                    // `Fn() -> DateTime<Utc>`: what calling it gives, so that a call of a
+                    // function value has a type (an injected clock).
+                    syn::PathArguments::Parenthesized(a) => match &a.output {
+                        syn::ReturnType::Type(_, t) => {
+                            ty_with(t, imports, self_ty, known).into_iter().collect()
+                        }
+                        syn::ReturnType::Default => Vec::new(),
+                    },
                     _ => Vec::new(),
                 })
                 .unwrap_or_default();
@@ -1270,18 +1295,49 @@ fn ty_depth(
         syn::Type::Group(g) => ty_with(&g.elem, imports, self_ty, known),
         syn::Type::ImplTrait(i) => i.bounds.iter().find_map(|b| match b {
             syn::TypeParamBound::Trait(tb) if !super::ty::is_marker_trait(&tb.path) => {
-                Some(Ty::simple(imports.resolve(&tb.path, self_ty, known)))
+                Some(callable_ty(tb, imports, self_ty, known, depth))
             }
             _ => None,
         }),
         syn::Type::TraitObject(o) => o.bounds.iter().find_map(|b| match b {
             syn::TypeParamBound::Trait(tb) if !super::ty::is_marker_trait(&tb.path) => {
-                Some(Ty::simple(imports.resolve(&tb.path, self_ty, known)))
+                Some(callable_ty(tb, imports, self_ty, known, depth))
             }
             _ => None,
         }),
+        // `fn() -> SystemTime`: a function pointer, by what calling it gives.
+        syn::Type::BareFn(f) => Some(Ty {
+            path: "fn".into(),
+            args: match &f.output {
+                syn::ReturnType::Type(_, t) => {
+                    ty_with(t, imports, self_ty, known).into_iter().collect()
+                }
+                syn::ReturnType::Default => Vec::new(),
+            },
+        }),
         _ => None,
     }
+}
+
+/// A trait bound as a type: its path, and for `Fn() -> T` and kin, what calling it gives.
+fn callable_ty(
+    tb: &syn::TraitBound,
+    imports: &Imports,
+    self_ty: Option<&Ty>,
+    known: &dyn Fn(&str) -> bool,
+    depth: usize,
+) -> Ty {
+    let path = imports.resolve(&tb.path, self_ty, known);
+    let args = match tb.path.segments.last().map(|s| &s.arguments) {
+        Some(syn::PathArguments::Parenthesized(a)) => match &a.output {
+            syn::ReturnType::Type(_, t) => ty_depth(t, imports, self_ty, known, depth + 1)
+                .into_iter()
+                .collect(),
+            syn::ReturnType::Default => Vec::new(),
+        },
+        _ => Vec::new(),
+    };
+    Ty { path, args }
 }
 
 /// How deeply types are followed into their generic arguments.

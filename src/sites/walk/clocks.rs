@@ -52,6 +52,20 @@ pub(super) fn says_lock(text: &str) -> bool {
 
 use crate::model::index::EXPIRY_WORDS;
 
+/// A time of day, as the wall clock gives it: chrono's, std's, time's and jiff's.
+fn is_wall_time(ty: &Ty) -> bool {
+    matches!(
+        ty.peeled().last_segment(),
+        "DateTime"
+            | "NaiveDateTime"
+            | "SystemTime"
+            | "OffsetDateTime"
+            | "UtcDateTime"
+            | "Timestamp"
+            | "Zoned"
+    )
+}
+
 /// Names that speak of expiry, or of the renewal that staves it off (`now - renewal_time`).
 fn expiry_like(names: &HashSet<String>, extra: Option<&str>) -> bool {
     names.iter().map(String::as_str).chain(extra).any(|n| {
@@ -98,7 +112,9 @@ impl Clocks<'_, '_, '_> {
     fn wall_clock(&self, e: &Expr) -> Option<(Span, String)> {
         match e {
             Expr::Call(c) if c.args.is_empty() => {
-                let Expr::Path(p) = &*c.func else { return None };
+                let Expr::Path(p) = &*c.func else {
+                    return self.injected_clock(e);
+                };
                 let path = self.w.resolve(&p.path);
                 let mut segs = path.rsplit("::");
                 let (f, t) = (segs.next()?, segs.next()?);
@@ -127,10 +143,50 @@ impl Clocks<'_, '_, '_> {
             Expr::Binary(b) if matches!(b.op, syn::BinOp::Add(_) | syn::BinOp::Sub(_)) => self
                 .wall_clock(&b.left)
                 .or_else(|| self.wall_clock(&b.right)),
-            Expr::MethodCall(m) => self.wall_clock(&m.receiver),
+            Expr::MethodCall(m) => self
+                .clock_method(m)
+                .or_else(|| self.wall_clock(&m.receiver)),
             Expr::Try(t) => self.wall_clock(&t.expr),
             _ => None,
         }
+    }
+
+    /// A function value called for the time (`(self.now)()` on a `now: Arc<dyn Fn() ->
+    /// DateTime<Utc>>` that production fills with `Utc::now` and tests with a fixed time): a
+    /// wall-clock reading by its type.
+    fn injected_clock(&self, e: &Expr) -> Option<(Span, String)> {
+        let ty = self.w.type_of(e)?;
+        is_wall_time(&ty).then(|| {
+            let callee = match e {
+                Expr::Call(c) => quote::ToTokens::to_token_stream(&c.func).to_string(),
+                _ => String::new(),
+            };
+            (
+                Span::of(e),
+                format!("{}() (a wall clock it was given)", callee.replace(' ', "")),
+            )
+        })
+    }
+
+    /// A clock of the program asked for the time (`self.clock.now()`): a method of the
+    /// receiver's type whose tail reads the wall clock, or, on a trait (`C: Clock`, `Arc<dyn
+    /// Clock>`), a method every implementation of which outside test code does so.
+    fn clock_method(&self, m: &syn::ExprMethodCall) -> Option<(Span, String)> {
+        if !m.args.is_empty() {
+            return None;
+        }
+        let index = &self.w.cx.index;
+        let ty = self.w.type_of(&m.receiver)?;
+        let owner = &ty.peeled().path;
+        let method = m.method.to_string();
+        let reads = index.clock_fn(&format!("{owner}::{method}")) || {
+            let impls = index.implementors(owner, &method);
+            !impls.is_empty()
+                && impls
+                    .iter()
+                    .all(|t| index.clock_fn(&format!("{t}::{method}")))
+        };
+        reads.then(|| (Span::of(m), format!("{method}() (reads the wall clock)")))
     }
 
     /// A reading, or a value computed from one by its methods, arithmetic, or a closure that

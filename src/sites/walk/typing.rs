@@ -461,7 +461,16 @@ impl<'a, 'c> Walker<'a, 'c> {
                 self.built_by(m)
             }
             Expr::Call(c) => {
-                let Expr::Path(f) = &*c.func else { return None };
+                // A function value called (`(self.now)()` on a `now: Arc<dyn Fn() -> T>`) gives
+                // what its type says calling it gives.
+                let Expr::Path(f) = &*c.func else {
+                    let callee = rec(&c.func)?;
+                    let callee = callee.peeled();
+                    return matches!(callee.last_segment(), "Fn" | "FnMut" | "FnOnce" | "fn")
+                        .then(|| callee.args.first().cloned())
+                        .flatten()
+                        .map(|t| self.cx.index.normalize(&t));
+                };
                 let path = self.resolve(&f.path);
                 let (parent, last) = path.rsplit_once("::").unwrap_or(("", path.as_str()));
                 if let Some(ctors) = self.cx.packs.constructors.get(parent)
