@@ -338,6 +338,13 @@ pub struct CallDef {
     /// a lock (`fn try_acquire(&self, key: &str)`): then the function is the lock.
     #[serde(default)]
     pub when_lock_key: bool,
+    /// The write is a lock only where something says so: a lock word in the builder chain's
+    /// arguments (attribute names, the condition, the table: `"#lease = :prev"`,
+    /// `attribute_not_exists(lock_name)`, `.item("owner", ..)`), or in the name of the function
+    /// or type that writes it (`fn try_acquire_lock`). A create-if-absent that stores a value
+    /// once (`put_object_impl` writing `pk`, `value`) says nothing of a lock.
+    #[serde(default)]
+    pub when_says_lock: bool,
     /// The lock's key is the argument of this method on the builder chain the call starts
     /// (`client.put_object().bucket(b).key(k)…send()`: `key`), where no `key-arg` names it.
     #[serde(default)]
@@ -514,6 +521,7 @@ impl CallDef {
             || !self.when_calls.is_empty()
             || !self.when_methods.is_empty()
             || self.when_lock_key
+            || self.when_says_lock
             || !self.when_fields.is_empty()
             || self.fields_arg.is_some()
             || !self.url_contains.is_empty()
@@ -546,6 +554,7 @@ impl CallDef {
             when_calls: Vec::new(),
             init_calls: Vec::new(),
             when_lock_key: false,
+            when_says_lock: false,
             key_method: None,
             key_is_prefix: false,
             when_methods: Vec::new(),
@@ -627,6 +636,7 @@ impl CallDef {
             // it builds (`when-methods`), now inside the helper.
             key_arg: key.then_some(arg),
             key_method: None,
+            when_says_lock: false,
             when_methods: if key {
                 Vec::new()
             } else {

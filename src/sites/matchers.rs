@@ -829,7 +829,7 @@ fn argument_text(w: &Walker<'_, '_>, mut e: &Expr) -> Option<String> {
 /// many chain levels (`.table_name(t)…send()`) belong to the call, whose reply comes after them.
 fn chain_match(w: &Walker<'_, '_>, def: &CallDef, outward: &[&Expr]) -> Option<usize> {
     let reads_chain = !def.when_methods.is_empty() && def.options_arg.is_none();
-    if !reads_chain && def.chain_until.is_empty() {
+    if !reads_chain && def.chain_until.is_empty() && !def.when_says_lock {
         return Some(0);
     }
     // `outward` is outermost first: the chain starts at its end.
@@ -846,7 +846,32 @@ fn chain_match(w: &Walker<'_, '_>, def: &CallDef, outward: &[&Expr]) -> Option<u
     if reads_chain && !methods_hold(w, def, &calls) {
         return None;
     }
+    if def.when_says_lock && !chain_says_lock(w, &calls) {
+        return None;
+    }
     Some(consumed)
+}
+
+/// `when-says-lock`: does the builder chain, or the function or type writing it, say lock?
+fn chain_says_lock(w: &Walker<'_, '_>, calls: &[&syn::ExprMethodCall]) -> bool {
+    /// What a lease item's attributes are called, besides a lock's own words.
+    const ITEM_WORDS: &[&str] = &[
+        "owner",
+        "holder",
+        "owned",
+        "acquired",
+        "locked_by",
+        "owner_id",
+    ];
+    let says = |t: &str| names_lock(t, KEY_WORDS) || names_lock(t, ITEM_WORDS);
+    if fn_says_lock(w.own_name()) || w.self_ty.as_ref().is_some_and(|t| says(t.last_segment())) {
+        return true;
+    }
+    calls.iter().flat_map(|c| &c.args).any(|a| {
+        let mut names = HashSet::new();
+        super::walk::token_idents(quote::ToTokens::to_token_stream(a), &mut names);
+        argument_text(w, a).is_some_and(|t| says(&t)) || names.iter().any(|n| says(n))
+    })
 }
 
 /// Does the type, or one of its type arguments at any depth, end in one of these names?

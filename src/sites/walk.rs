@@ -547,7 +547,7 @@ struct Local<'a> {
 pub(super) struct Walker<'a, 'c> {
     pub(super) cx: &'c FileCx<'c>,
     pub(super) imports: &'c Imports,
-    self_ty: Option<Ty>,
+    pub(super) self_ty: Option<Ty>,
     scopes: Vec<HashMap<String, Local<'a>>>,
     /// Generic type parameters -> their first trait bound (`C: AsyncCommands`).
     generics: HashMap<String, Ty>,
@@ -1797,6 +1797,21 @@ impl<'a, 'c> Walker<'a, 'c> {
                 let pipeline = self.pipe_via(Some(flow), idx);
                 let in_place = self.cx.judged_in_place(self.out.sites[idx].span);
                 let library_purpose = self.out.sites[idx].library_purpose.clone();
+                // A lock type of the code's own handed back for the lock left held (`Ok(acquired
+                // .then(|| LeaderGuard { key, .. }))`): whether dropping it releases is its `Drop`'s
+                // business, as for a handle returned.
+                let returns_type = self
+                    .ret
+                    .as_ref()
+                    .map(|t| t.peeled())
+                    .filter(|t| {
+                        t.path.starts_with("crate::")
+                            && !self
+                                .cx
+                                .index
+                                .is_enum(&crate::model::Ty::simple(t.path.clone()))
+                    })
+                    .map(|t| t.path.clone());
                 let site = &mut self.out.sites[idx];
                 site.wrapped = !in_place;
                 // Left held for the caller (in the store, in `self`): released elsewhere.
@@ -1813,7 +1828,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                         body,
                         region::end_of(site.span),
                     ),
-                    returns_type: None,
+                    returns_type,
                     scoped: false,
                     ttl_ms: site.ttl.ms().map(|m| m as f64),
                     ttl_arg: site.ttl.param(),
@@ -3350,7 +3365,7 @@ fn value_idents_of_stmt(st: &Stmt) -> HashSet<String> {
 }
 
 /// Every identifier in the tokens, at any depth.
-fn token_idents(ts: proc_macro2::TokenStream, out: &mut HashSet<String>) {
+pub(super) fn token_idents(ts: proc_macro2::TokenStream, out: &mut HashSet<String>) {
     for t in ts {
         match t {
             proc_macro2::TokenTree::Ident(i) => {
