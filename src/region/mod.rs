@@ -86,6 +86,10 @@ pub enum MarkerKind {
     CallArgs(Vec<String>),
     /// The function calls (or awaits) a closure or future its caller passed in.
     Callback,
+    /// A branch's block (an `if`'s, an arm's, a `let … else`'s) that ends by leaving: `return`,
+    /// `break` or `continue`. A release in it releases that path only; the code after the
+    /// branch still holds the lock.
+    Diverges(&'static str),
 }
 
 /// Identifiers in the conditions around a point, innermost condition first. A shared list: a
@@ -236,6 +240,8 @@ pub struct Facts<'a> {
     escapes: HashMap<&'a str, Vec<(Pos, usize)>>,
     drops: HashMap<&'a str, Vec<(Pos, Span)>>,
     rebinds: HashMap<&'a str, Vec<Pos>>,
+    /// Branches that end by leaving, by start position: (start, end, marker index).
+    diverging: Vec<(Pos, Pos, usize)>,
 }
 
 impl<'a> Facts<'a> {
@@ -257,6 +263,7 @@ impl<'a> Facts<'a> {
             escapes: HashMap::new(),
             drops: HashMap::new(),
             rebinds: HashMap::new(),
+            diverging: Vec::new(),
         };
         for &i in &f.events_by_pos {
             let e = &events[i];
@@ -285,6 +292,7 @@ impl<'a> Facts<'a> {
                     .push((p, m.closure)),
                 MarkerKind::Drop(n) => f.drops.entry(n.as_str()).or_default().push((p, m.span)),
                 MarkerKind::Rebind(n) => f.rebinds.entry(n.as_str()).or_default().push(p),
+                MarkerKind::Diverges(_) => f.diverging.push((p, end_of(m.span), i)),
                 _ => {}
             }
         }
@@ -306,6 +314,28 @@ impl<'a> Facts<'a> {
         out.sort_by_key(|&i| (start_of(self.events[i].span), i));
         out.dedup();
         out
+    }
+
+    /// The innermost branch around `p`, inside the region of `h` (opened after `start`, closed
+    /// before the lock's scope ends), that leaves the lock's flow: by `return`, or by `break`/`continue` of a loop around the
+    /// acquisition. A release there is that path's; the region goes on after the branch.
+    fn leaving_branch(&self, h: &Holding, start: Pos, p: Pos) -> Option<Pos> {
+        // A branch that is the lock's whole scope (`if let Some(l) = try_lock() { …; unlock;
+        // return }`) leaves nothing after it.
+        self.diverging
+            .iter()
+            .filter(|&&(bs, be, _)| bs > start && bs < p && p <= be && be < h.scope_end)
+            .filter(|&&(_, _, i)| {
+                let m = &self.markers[i];
+                m.closure == h.closure
+                    && match (&m.kind, m.target_loop) {
+                        (MarkerKind::Diverges("return"), _) => true,
+                        (MarkerKind::Diverges(_), Some(l)) => h.loops.contains(&l),
+                        _ => false,
+                    }
+            })
+            .map(|&(_, be, _)| be)
+            .min()
     }
 
     /// Markers with start in (from, to], in order of position.
@@ -363,20 +393,36 @@ pub fn compute_with(
     let is_release = |e: &Event| {
         e.kind == CallKind::Release && e.pack == site_pack && within(start_of(e.span), reach)
     };
+    // Paths that release and leave inside the region (`Err(e) => { unlock(..).await; return }`):
+    // (from the release, to the end of its branch). The lock is not held there, and the rest of
+    // the region still holds it.
+    let mut released_paths: Vec<(Pos, Pos)> = Vec::new();
+    let path_release = |span: Span, released_paths: &mut Vec<(Pos, Pos)>| {
+        let p = start_of(span);
+        match facts.leaving_branch(h, start, p) {
+            Some(be) => {
+                released_paths.push((p, be));
+                false
+            }
+            None => true,
+        }
+    };
     // The first release in the region that acts on the lock (by name, by key, or, for session
-    // advisory locks, any unlock of the pack).
+    // advisory locks, any unlock of the pack), on every path from there.
     let mut release: Option<Span> = if sql {
         facts
             .releases
             .iter()
             .map(|&i| &events[i])
-            .find(|e| is_release(e) && h.acts_on(e, sql))
+            .filter(|e| is_release(e) && h.acts_on(e, sql))
+            .find(|e| path_release(e.span, &mut released_paths))
             .map(|e| e.span)
     } else {
         acting_on
             .iter()
             .map(|&i| &events[i])
-            .find(|e| is_release(e))
+            .filter(|e| is_release(e))
+            .find(|e| path_release(e.span, &mut released_paths))
             .map(|e| e.span)
     };
     let mut escapes = h.escapes_at_site;
@@ -385,9 +431,10 @@ pub fn compute_with(
         let n = n.as_str();
         if let Some(list) = facts.drops.get(n) {
             let i = list.partition_point(|&(p, _)| p <= start);
-            if let Some(&(p, span)) = list.get(i)
-                && p <= reach
-                && release.is_none_or(|r| p < start_of(r))
+            if let Some(&(_, span)) = list[i..]
+                .iter()
+                .take_while(|&&(p, _)| p <= reach && release.is_none_or(|r| p < start_of(r)))
+                .find(|&&(_, span)| path_release(span, &mut released_paths))
             {
                 release = Some(span);
             }
@@ -417,6 +464,10 @@ pub fn compute_with(
     let mut long_work: Option<(usize, Span, String)> = None;
     for (k, m) in facts.markers_in(start, end) {
         if m.closure != h.closure {
+            continue;
+        }
+        let p = start_of(m.span);
+        if released_paths.iter().any(|&(from, to)| from < p && p <= to) {
             continue;
         }
         let leak = match (&m.kind, m.target_loop) {

@@ -1438,7 +1438,8 @@ impl<'a, 'c> Walker<'a, 'c> {
 
     fn marker(&mut self, kind: MarkerKind, span: Span) {
         let target_loop = match kind {
-            MarkerKind::Exit("break" | "continue") => self.loops.last().copied(),
+            MarkerKind::Exit("break" | "continue")
+            | MarkerKind::Diverges("break" | "continue") => self.loops.last().copied(),
             _ => None,
         };
         self.markers.push(Marker {
@@ -2165,6 +2166,12 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
             return;
         }
         self.scopes.push(HashMap::new());
+        // A branch that ends by leaving (not the function's own body, whose end is the end).
+        if self.block_ends.len() > 1
+            && let Some(how) = b.stmts.last().and_then(leaves)
+        {
+            self.marker(MarkerKind::Diverges(how), Span::of_block(b));
+        }
         self.block_ends.push(region::end_of(Span::of_block(b)));
         let saved_line = self.stmt_line;
         // `if holder != me { continue }` in a loop's body speaks for the rest of that body only.
@@ -3362,6 +3369,19 @@ fn value_idents_of_stmt(st: &Stmt) -> HashSet<String> {
     let mut out = HashSet::new();
     token_idents(quote::ToTokens::to_token_stream(st), &mut out);
     out
+}
+
+/// How a statement ending a block leaves: `return`, `break` or `continue` (also as `return
+/// Err(..);` and anyhow's `bail!`).
+fn leaves(st: &Stmt) -> Option<&'static str> {
+    match st {
+        Stmt::Expr(Expr::Return(_), _) => Some("return"),
+        Stmt::Expr(Expr::Break(_), _) => Some("break"),
+        Stmt::Expr(Expr::Continue(_), _) => Some("continue"),
+        Stmt::Macro(m) if m.mac.path.is_ident("bail") => Some("return"),
+        Stmt::Expr(Expr::Macro(m), _) if m.mac.path.is_ident("bail") => Some("return"),
+        _ => None,
+    }
 }
 
 /// Every identifier in the tokens, at any depth.
