@@ -6,7 +6,8 @@ use crate::config::RuleOptions;
 /// Flags an acquisition whose guard is dropped where it is taken: the call returns a value that
 /// gives the lock back when dropped (sqlx's `PgAdvisoryLockGuard`, redlock's `RedLockGuard`, a
 /// pack's `drop-releases` call), and the statement throws it away (`lock.acquire(conn).await?;`,
-/// `let _ = lock.acquire(conn).await?;`).
+/// `let _ = lock.acquire(conn).await?;`, or a `match` statement whose success arm makes the guard
+/// its value: `match lock.acquire(k).await { Ok(Some(g)) => g, _ => return };`).
 ///
 /// ## Why it matters
 /// The lock is given back at the end of the statement that took it, so the code after it runs

@@ -35,6 +35,9 @@ pub(super) enum Use<'a> {
     Match {
         arms: &'a [syn::Arm],
         bound: Option<&'a Pat>,
+        /// The `match`'s own value is dropped where it stands (`match … { Ok(g) => g, _ =>
+        /// return };`).
+        discarded: bool,
     },
     /// Returned, passed to a call, stored: someone else decides.
     Escape,
@@ -213,7 +216,7 @@ fn judge_state<'a>(
                 Failure::Handled
             }
         }
-        Use::Match { arms, bound } => {
+        Use::Match { arms, bound, .. } => {
             let failure_falls_through = arms
                 .iter()
                 .filter(|a| polarity_with(&a.pat, state.variant.as_deref()) != Polarity::Success)
@@ -1183,6 +1186,7 @@ fn in_expr<'a>(name: &str, state: State, e: &'a Expr, rest: &'a [Stmt], depth: u
                 &Use::Match {
                     arms: &m.arms,
                     bound: None,
+                    discarded: false,
                 },
                 rest,
                 depth + 1,

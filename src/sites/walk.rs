@@ -1199,7 +1199,9 @@ impl<'a, 'c> Walker<'a, 'c> {
         // nothing says which arm holds the lock.
         if !m.handle
             && bound_by_closure.is_none()
-            && let Use::Match { bound: None, arms } = &u
+            && let Use::Match {
+                bound: None, arms, ..
+            } = &u
             && arms.iter().any(|a| failure::is_success_pattern(&a.pat))
             && let Some(&end) = self.block_ends.last()
         {
@@ -1236,6 +1238,20 @@ impl<'a, 'c> Walker<'a, 'c> {
             && match &u {
                 Use::Discard => true,
                 Use::Bind { pat, .. } => matches!(pat, Pat::Wild(_)),
+                // `match lock.acquire(..).await { Ok(Some(g)) => g, _ => return };`: the success
+                // arm makes the guard the `match`'s value, and the statement drops it.
+                Use::Match {
+                    arms,
+                    discarded: true,
+                    ..
+                } => arms.iter().any(|a| {
+                    failure::is_success_pattern(&a.pat) && {
+                        let mut names = Vec::new();
+                        pattern_idents(&a.pat, &mut names);
+                        names.len() == 1
+                            && local_named(&a.body).as_deref() == Some(names[0].as_str())
+                    }
+                }),
                 _ => false,
             };
         self.holdings.push((self.out.sites.len(), holding));
@@ -1382,7 +1398,9 @@ impl<'a, 'c> Walker<'a, 'c> {
                 h.names.extend(names);
                 h.start = self.stmt_end;
             }
-            Use::Match { arms, bound: None } => {
+            Use::Match {
+                arms, bound: None, ..
+            } => {
                 // Held in the arm that matched success, and only there (or wherever that arm hands it).
                 if let Some(arm) = arms.iter().find(|a| failure::is_success_pattern(&a.pat)) {
                     let mut names = Vec::new();
@@ -1438,8 +1456,9 @@ impl<'a, 'c> Walker<'a, 'c> {
 
     fn marker(&mut self, kind: MarkerKind, span: Span) {
         let target_loop = match kind {
-            MarkerKind::Exit("break" | "continue")
-            | MarkerKind::Diverges("break" | "continue") => self.loops.last().copied(),
+            MarkerKind::Exit("break" | "continue") | MarkerKind::Diverges("break" | "continue") => {
+                self.loops.last().copied()
+            }
             _ => None,
         };
         self.markers.push(Marker {
@@ -2391,6 +2410,11 @@ impl<'a> Walker<'a, '_> {
             } => Some(*pat),
             _ => None,
         };
+        let discarded = match &u {
+            Use::Discard => true,
+            Use::Bind { pat, .. } => matches!(pat, Pat::Wild(_)),
+            _ => false,
+        };
         if matches!(
             e,
             Expr::MethodCall(_)
@@ -2582,6 +2606,7 @@ impl<'a> Walker<'a, '_> {
                     Use::Match {
                         arms: &m.arms,
                         bound,
+                        discarded,
                     },
                 );
                 self.visit_expr(&m.expr);
