@@ -385,9 +385,12 @@ fn expiry_like(text: &str) -> bool {
         .any(|w| t.contains(w))
 }
 
-/// A free function's part in expiry decisions: the parameters it compares with a deadline itself
-/// (`now.as_second() - renewed.as_second() > duration` in `fn is_expired`) and the parameters it
-/// passes on to other functions of its module (`is_expired(.., now)` in `fn is_claimable`).
+/// A function's part in expiry decisions: the parameters it compares with a deadline itself
+/// (`now.as_second() - renewed.as_second() > duration` in `fn is_expired`, `now >=
+/// self.expires_at` in `fn is_expired_at(&self, now)`), or, named for an expiry, adds a duration
+/// to (`now + ttl` in `fn expires_at_with_ttl`), and the parameters it passes on to other
+/// functions of its module (`is_expired(.., now)` in `fn is_claimable`). A method's `module` is
+/// its type's path; its indices count the receiver.
 #[derive(Debug, Clone, Default)]
 pub struct DeadlineFn {
     pub module: String,
@@ -420,9 +423,12 @@ fn deadline_fns(module: &str, items: &[syn::Item]) -> Vec<DeadlineFn> {
     impl<'ast> Visit<'ast> for Reads<'_> {
         fn visit_expr_binary(&mut self, b: &'ast syn::ExprBinary) {
             use syn::BinOp::*;
-            if matches!(b.op, Lt(_) | Le(_) | Gt(_) | Ge(_))
-                && (self.fn_expiry || expiry_like(&quote::ToTokens::to_token_stream(b).to_string()))
-            {
+            let ordering = matches!(b.op, Lt(_) | Le(_) | Gt(_) | Ge(_))
+                && (self.fn_expiry
+                    || expiry_like(&quote::ToTokens::to_token_stream(b).to_string()));
+            // A deadline computed: only in a function whose name says so.
+            let sum = matches!(b.op, Add(_)) && self.fn_expiry;
+            if ordering || sum {
                 let mut names = std::collections::HashSet::new();
                 names_in(&b.left, &mut names);
                 names_in(&b.right, &mut names);
@@ -453,10 +459,28 @@ fn deadline_fns(module: &str, items: &[syn::Item]) -> Vec<DeadlineFn> {
         fn visit_item(&mut self, _: &'ast syn::Item) {}
     }
     let mut out = Vec::new();
+    let mut fns: Vec<(String, &syn::Signature, &syn::Block)> = Vec::new();
     for item in items {
-        let syn::Item::Fn(f) = item else { continue };
-        let params: Vec<String> = f
-            .sig
+        match item {
+            syn::Item::Fn(f) => fns.push((module.to_string(), &f.sig, &f.block)),
+            syn::Item::Impl(imp) => {
+                let syn::Type::Path(tp) = &*imp.self_ty else {
+                    continue;
+                };
+                let Some(ty) = tp.path.segments.last() else {
+                    continue;
+                };
+                for it in &imp.items {
+                    if let syn::ImplItem::Fn(f) = it {
+                        fns.push((format!("{module}::{}", ty.ident), &f.sig, &f.block));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    for (owner, sig, block) in fns {
+        let params: Vec<String> = sig
             .inputs
             .iter()
             .map(|a| match a {
@@ -467,14 +491,14 @@ fn deadline_fns(module: &str, items: &[syn::Item]) -> Vec<DeadlineFn> {
                 syn::FnArg::Receiver(_) => String::new(),
             })
             .collect();
-        let name = f.sig.ident.to_string();
+        let name = sig.ident.to_string();
         let mut r = Reads {
             fn_expiry: expiry_like(&name),
             params: &params,
             compared: std::collections::HashSet::new(),
             passes: Vec::new(),
         };
-        r.visit_block(&f.block);
+        r.visit_block(block);
         let mut compared: Vec<usize> = r
             .compared
             .into_iter()
@@ -483,7 +507,7 @@ fn deadline_fns(module: &str, items: &[syn::Item]) -> Vec<DeadlineFn> {
         compared.sort_unstable();
         if !compared.is_empty() || !r.passes.is_empty() {
             out.push(DeadlineFn {
-                module: module.to_string(),
+                module: owner,
                 name,
                 compared,
                 passes: r.passes,

@@ -439,8 +439,25 @@ impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
         syn::visit::visit_expr_binary(self, b);
     }
 
-    /// In an expiry helper, `utc_now.gt(&renew_expire)`: an ordering written as a method.
+    /// In an expiry helper, `utc_now.gt(&renew_expire)`: an ordering written as a method. And
+    /// `lease.is_expired_at(Utc::now())`, as for calls, for a method of the program's (its
+    /// indices count the receiver).
     fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+        if let Some(ty) = self.w.type_of(&m.receiver)
+            && let Some(idx) =
+                self.w
+                    .cx
+                    .index
+                    .deadline_params(&format!("{}::{}", ty.peeled().path, m.method))
+        {
+            for i in idx.into_iter().filter(|&i| i > 0) {
+                let arg = m.args.iter().nth(i - 1).map(|a| match a {
+                    Expr::Reference(r) => &*r.expr,
+                    other => other,
+                });
+                self.record(arg.and_then(|a| self.clock_in(a)));
+            }
+        }
         if self.helper
             && m.args.len() == 1
             && matches!(
