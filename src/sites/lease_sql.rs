@@ -127,6 +127,28 @@ pub(crate) fn lease_op(text: &str, vocab: &LeaseTable) -> Option<LeaseOp> {
     {
         return Some(LeaseOp::Claim);
     }
+    // A row given an expiry from the database clock, taken again only once that expiry has
+    // passed (`SET state = 'leased', leased_until = now() + $3 * interval '1 ms' WHERE state =
+    // 'queued' OR leased_until <= now() … FOR UPDATE SKIP LOCKED`): a claim with a timeout
+    // that names no holder. Only where the expiry is a lease's (its name, or the skip of rows
+    // other claimers hold): a subscription's `valid_until` moved on is none.
+    let leases = |c: &str| {
+        sql.contains("skip locked") || vocab.table_words.iter().any(|w| c.contains(w.as_str()))
+    };
+    if has("update")
+        && !frees
+        && !set(&holder, false)
+        && assigned.iter().any(|(c, v)| {
+            expiry(c)
+                && leases(c)
+                && reads_clock(v)
+                && !is_clock(v)
+                && !in_the_past(v)
+                && conditions.iter().any(|cond| older_than(cond, c))
+        })
+    {
+        return Some(LeaseOp::Claim);
+    }
     if set(&holder, false) && set(&expiry, false) {
         // Written together, and guarded by the old lease having run out (or by the row being
         // free, or by skipping rows another claimer holds): a claim.
@@ -298,7 +320,7 @@ fn older_than(cond: &str, column: &str) -> bool {
     cond.split(" or ")
         .flat_map(|p| p.split(" and "))
         .any(|part| {
-            let part = part.trim_matches(|c: char| c == '(' || c == ')' || c == ' ');
+            let part = unwrapped(part);
             part.split_once(" < ")
                 .or_else(|| part.split_once(" <= "))
                 .is_some_and(|(l, r)| names(l) && !reads_clock(l) && reads_clock(r))
@@ -307,6 +329,16 @@ fn older_than(cond: &str, column: &str) -> bool {
                     .or_else(|| part.split_once(" >= "))
                     .is_some_and(|(l, r)| reads_clock(l) && names(r) && !reads_clock(r))
         })
+}
+
+/// A condition's part without the brackets around it that it does not close itself
+/// (`(state = 'leased' and leased_until <= now()))` gives `leased_until <= now()`).
+fn unwrapped(part: &str) -> &str {
+    let mut p = part.trim().trim_start_matches(['(', ' ']);
+    while p.ends_with(')') && p.matches(')').count() > p.matches('(').count() {
+        p = p[..p.len() - 1].trim_end();
+    }
+    p
 }
 
 /// Does a condition ask for a row nobody holds (`holder IS NULL`, `holder = ''`)?
@@ -672,6 +704,20 @@ mod tests {
         assert_eq!(lease_op(seen, &v), None);
         let touch = "UPDATE users SET updated_at = NOW() WHERE id = $1";
         assert_eq!(lease_op(touch, &v), None);
+    }
+
+    #[test]
+    fn expiry_claims_without_a_holder() {
+        let v = vocab();
+        // A job leased until a clock-plus expiry, retaken once that expiry has passed.
+        let leased = "WITH cte AS (SELECT id FROM jobs WHERE queue = $1 AND (state = 'queued'::job_state OR (state = 'leased'::job_state AND leased_until <= now())) FOR UPDATE SKIP LOCKED LIMIT $2) UPDATE jobs j SET state = 'leased'::job_state, leased_until = now() + ($3::int * interval '1 millisecond'), updated_at = now() FROM cte WHERE j.id = cte.id";
+        assert_eq!(lease_op(leased, &v), Some(LeaseOp::Claim));
+        // A subscription moved on once it ran out: no lease's expiry.
+        let subscription = "UPDATE subscriptions SET valid_until = now() + interval '30 days' WHERE valid_until < now() AND auto_renew";
+        assert_eq!(lease_op(subscription, &v), None);
+        // Put back into the queue once expired: a reaper, not a claim.
+        let reaper = "UPDATE jobs SET state = 'queued', leased_until = now() + interval '1 second' WHERE state = 'leased' AND leased_until <= now()";
+        assert_eq!(lease_op(reaper, &v), None);
     }
 
     #[test]
