@@ -46,7 +46,10 @@ use crate::sites::Failure;
 /// The result is followed through its method chain and through local variables in the same
 /// function. Once it is passed to another function, stored or returned, that code is trusted to
 /// check it. A failure arm that mentions the published flag or channel at all (resets it, hands it
-/// to a step-down helper) or leaves the loop is trusted to correct it.
+/// to a step-down helper) or leaves the loop is trusted to correct it. An answer dropped on
+/// purpose is not reported when the function then reads the lock object back and answers by its
+/// holder (`api.create(&lease).await; let lease = api.get(NAME).await?; if holder == Some(&me)
+/// { Ok(lease) } else { Err(..) }`): the read decides, and the caller learns which.
 pub struct IgnoredLockFailure;
 
 pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {

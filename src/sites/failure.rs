@@ -173,11 +173,15 @@ fn judge_state<'a>(
     }
     match u {
         // `let _ = set_nx(..); Ok(false)`: the code reports the lock as not taken either way.
-        Use::Discard if reports_not_taken(rest) || state.wrapped_renewal => Failure::Handled,
+        Use::Discard
+            if reports_not_taken(rest) || state.wrapped_renewal || holder_read_back(rest) =>
+        {
+            Failure::Handled
+        }
         Use::Discard => Failure::Ignored { reason: "its result is discarded, so the work runs whether or not the lock was taken".into() },
         Use::Bind { has_else: true, .. } | Use::Escape | Use::Until | Use::Other => Failure::Handled,
         Use::Bind { pat, has_else: false } => match binding(pat) {
-            Binding::Wild if reports_not_taken(rest) => Failure::Handled,
+            Binding::Wild if reports_not_taken(rest) || holder_read_back(rest) => Failure::Handled,
             Binding::Wild => Failure::Ignored { reason: "its result is bound to `_` and dropped, so the work runs whether or not the lock was taken".into() },
             Binding::Name(name) => follow(&name, state, rest, depth),
             Binding::Other => Failure::Handled,
@@ -727,6 +731,37 @@ fn reports_not_taken(rest: &[Stmt]) -> bool {
         _ => false,
     };
     ends && !has_work(before)
+}
+
+/// The attempt's answer dropped, the lock object read back, and the function's answer decided
+/// by its holder (`api.create(&lease).await; let lease = api.get(NAME).await?; …; if holder ==
+/// Some(&me) { Ok(lease) } else { Err(HeldByAnother) }`): the read decides, not the reply, and
+/// the caller learns which.
+fn holder_read_back(rest: &[Stmt]) -> bool {
+    let answered = match rest.last() {
+        Some(Stmt::Expr(Expr::If(i), None)) => super::walk::compares_holder(&i.cond),
+        Some(Stmt::Expr(Expr::Match(m), None)) => super::walk::compares_holder(&m.expr),
+        _ => false,
+    };
+    answered && rest.iter().any(reads_back)
+}
+
+/// `let lease = api.get(NAME).await?;`, `let holder = lease.spec.as_ref().and_then(..)`: a read,
+/// or a value taken from one.
+fn reads_back(s: &Stmt) -> bool {
+    let Stmt::Local(l) = s else { return false };
+    let Some(init) = &l.init else { return false };
+    let text = quote::ToTokens::to_token_stream(&init.expr).to_string();
+    [
+        ". get",
+        "get_lease",
+        ". get_opt",
+        ". spec",
+        "holder",
+        ". read",
+    ]
+    .iter()
+    .any(|w| text.contains(w))
 }
 
 fn has_work(rest: &[Stmt]) -> bool {

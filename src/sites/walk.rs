@@ -3309,7 +3309,7 @@ fn unset_flags(cond: &Expr, out: &mut Vec<String>) {
 
 /// Does a condition compare a holder or owner (`current_holder != me`, `!holder.eq(&id)`), or
 /// ask a predicate of the program that does (`are_we_leading(&lease)`)?
-fn compares_holder(cond: &Expr) -> bool {
+pub(super) fn compares_holder(cond: &Expr) -> bool {
     let text = quote::ToTokens::to_token_stream(cond)
         .to_string()
         .to_ascii_lowercase();
