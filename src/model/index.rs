@@ -1303,12 +1303,9 @@ fn ty_depth(
                         .collect(),
                     // `Fn() -> DateTime<Utc>`: what calling it gives, so that a call of a
                     // function value has a type (an injected clock).
-                    syn::PathArguments::Parenthesized(a) => match &a.output {
-                        syn::ReturnType::Type(_, t) => {
-                            ty_with(t, imports, self_ty, known).into_iter().collect()
-                        }
-                        syn::ReturnType::Default => Vec::new(),
-                    },
+                    syn::PathArguments::Parenthesized(a) => {
+                        call_output(&a.output, imports, self_ty, known, depth)
+                    }
                     _ => Vec::new(),
                 })
                 .unwrap_or_default();
@@ -1332,12 +1329,7 @@ fn ty_depth(
         // `fn() -> SystemTime`: a function pointer, by what calling it gives.
         syn::Type::BareFn(f) => Some(Ty {
             path: "fn".into(),
-            args: match &f.output {
-                syn::ReturnType::Type(_, t) => {
-                    ty_with(t, imports, self_ty, known).into_iter().collect()
-                }
-                syn::ReturnType::Default => Vec::new(),
-            },
+            args: call_output(&f.output, imports, self_ty, known, depth),
         }),
         _ => None,
     }
@@ -1353,15 +1345,28 @@ fn callable_ty(
 ) -> Ty {
     let path = imports.resolve(&tb.path, self_ty, known);
     let args = match tb.path.segments.last().map(|s| &s.arguments) {
-        Some(syn::PathArguments::Parenthesized(a)) => match &a.output {
-            syn::ReturnType::Type(_, t) => ty_depth(t, imports, self_ty, known, depth + 1)
-                .into_iter()
-                .collect(),
-            syn::ReturnType::Default => Vec::new(),
-        },
+        Some(syn::PathArguments::Parenthesized(a)) => {
+            call_output(&a.output, imports, self_ty, known, depth)
+        }
         _ => Vec::new(),
     };
     Ty { path, args }
+}
+
+/// What calling a function type gives (`-> T`), as its one argument; nothing for `()`.
+fn call_output(
+    output: &syn::ReturnType,
+    imports: &Imports,
+    self_ty: Option<&Ty>,
+    known: &dyn Fn(&str) -> bool,
+    depth: usize,
+) -> Vec<Ty> {
+    match output {
+        syn::ReturnType::Type(_, t) => ty_depth(t, imports, self_ty, known, depth + 1)
+            .into_iter()
+            .collect(),
+        syn::ReturnType::Default => Vec::new(),
+    }
 }
 
 /// How deeply types are followed into their generic arguments.

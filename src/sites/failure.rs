@@ -47,6 +47,17 @@ pub(super) enum Use<'a> {
     Other,
 }
 
+impl Use<'_> {
+    /// Does the statement drop the value where it stands (`expr;`, `let _ = expr;`)?
+    pub(super) fn drops_value(&self) -> bool {
+        match self {
+            Use::Discard => true,
+            Use::Bind { pat, .. } => matches!(pat, Pat::Wild(_)),
+            _ => false,
+        }
+    }
+}
+
 /// What still has to be checked about the value: its failure layers, outermost first.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Layer {

@@ -855,14 +855,7 @@ fn chain_match(w: &Walker<'_, '_>, def: &CallDef, outward: &[&Expr]) -> Option<u
 /// `when-says-lock`: does the builder chain, or the function or type writing it, say lock?
 fn chain_says_lock(w: &Walker<'_, '_>, calls: &[&syn::ExprMethodCall]) -> bool {
     /// What a lease item's attributes are called, besides a lock's own words.
-    const ITEM_WORDS: &[&str] = &[
-        "owner",
-        "holder",
-        "owned",
-        "acquired",
-        "locked_by",
-        "owner_id",
-    ];
+    const ITEM_WORDS: &[&str] = &["owner", "holder", "owned", "acquired"];
     let says = |t: &str| names_lock(t, KEY_WORDS) || names_lock(t, ITEM_WORDS);
     if fn_says_lock(w.own_name()) || w.self_ty.as_ref().is_some_and(|t| says(t.last_segment())) {
         return true;

@@ -1236,8 +1236,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 .iter()
                 .all(|e| matches!(e, Expr::Await(_) | Expr::Try(_) | Expr::Paren(_)))
             && match &u {
-                Use::Discard => true,
-                Use::Bind { pat, .. } => matches!(pat, Pat::Wild(_)),
+                u if u.drops_value() => true,
                 // `match lock.acquire(..).await { Ok(Some(g)) => g, _ => return };`: the success
                 // arm makes the guard the `match`'s value, and the statement drops it.
                 Use::Match {
@@ -2410,11 +2409,7 @@ impl<'a> Walker<'a, '_> {
             } => Some(*pat),
             _ => None,
         };
-        let discarded = match &u {
-            Use::Discard => true,
-            Use::Bind { pat, .. } => matches!(pat, Pat::Wild(_)),
-            _ => false,
-        };
+        let discarded = u.drops_value();
         if matches!(
             e,
             Expr::MethodCall(_)
