@@ -1203,7 +1203,8 @@ fn widen(
     errors: &mut Vec<FileError>,
 ) {
     let (jobs, members_of, graph, pool) = (phase.jobs, phase.members_of, phase.graph, phase.pool);
-    let mut terms: HashMap<&Path, (prefilter::Words, prefilter::Words)> = HashMap::new();
+    type Terms = (prefilter::Words, prefilter::Words, prefilter::ClockHelpers);
+    let mut terms: HashMap<&Path, Terms> = HashMap::new();
     let mut candidates: Vec<usize> = Vec::new();
     let mut seen: HashSet<&Path> = HashSet::new();
     for root in touched {
@@ -1244,6 +1245,7 @@ fn widen(
             (
                 prefilter::Words::for_few_texts(names),
                 prefilter::constant_definitions(&consts),
+                prefilter::ClockHelpers::new(&consts),
             ),
         );
     }
@@ -1253,10 +1255,13 @@ fn widen(
         candidates
             .into_par_iter()
             .map(|i| {
-                let (names, consts) = &terms[&*jobs[i].crate_root];
+                let (names, consts, clocks) = &terms[&*jobs[i].crate_root];
                 let wanted = with_text(&jobs[i], |t| {
-                    (names.any_in(t) || consts.any_in(t) || routes.in_file(&jobs[i].file.abs, t))
-                        .then(|| t.to_string())
+                    (names.any_in(t)
+                        || consts.any_in(t)
+                        || clocks.defined_in(t)
+                        || routes.in_file(&jobs[i].file.abs, t))
+                    .then(|| t.to_string())
                 });
                 (i, wanted)
             })

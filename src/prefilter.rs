@@ -286,10 +286,12 @@ pub fn interesting_names<'a>(
     }
 }
 
-/// `SCREAMING_CASE` identifiers in a text's code: the constants it may read; and `CamelCase`
-/// ones written with generic arguments (`Result<Lease>`): the generic aliases it may use, whose
+/// `SCREAMING_CASE` identifiers in a text's code: the constants it may read; `CamelCase` ones
+/// written with generic arguments (`Result<Lease>`): the generic aliases it may use, whose
 /// definitions (`type Result<T> = std::result::Result<T, Error>;`) decide what the arguments
-/// become, wherever in the crate they are.
+/// become, wherever in the crate they are; and functions called without arguments and not as
+/// methods (`unix_now()`, `time::now_ms()`), kept as `name()`: the program's clocks, whose files
+/// name nothing lock-related yet decide whether a deadline reads the wall clock.
 pub fn constant_like(text: &str) -> HashSet<String> {
     let b = text.as_bytes();
     let mut out = HashSet::new();
@@ -309,6 +311,15 @@ pub fn constant_like(text: &str) -> HashSet<String> {
                 if constant || generic {
                     out.insert(w.to_string());
                 }
+            } else if b[i].is_ascii_lowercase() && (i == 0 || !is_ident_byte(b[i - 1])) {
+                let s = i;
+                while i < range.end && is_ident_byte(b[i]) {
+                    i += 1;
+                }
+                let method = s > 0 && b[s - 1] == b'.';
+                if !method && text[i..range.end].starts_with("()") {
+                    out.insert(format!("{}()", &text[s..i]));
+                }
             } else {
                 i += 1;
             }
@@ -320,13 +331,42 @@ pub fn constant_like(text: &str) -> HashSet<String> {
 /// Patterns that find the definitions of these constants and aliases: `const NAME`,
 /// `static NAME`, `type Name`.
 pub fn constant_definitions(names: &HashSet<String>) -> Words {
-    Words::for_few_texts(names.iter().flat_map(|n| {
+    Words::for_few_texts(names.iter().filter(|n| !n.ends_with("()")).flat_map(|n| {
         [
             format!("const {n}"),
             format!("static {n}"),
             format!("type {n}"),
         ]
     }))
+}
+
+/// The files that define one of these argument-less functions (`fn unix_now`) and read the wall
+/// clock: a deadline computed from such a helper reads it too, though the helper's file names
+/// nothing lock-related.
+pub struct ClockHelpers(Words);
+
+impl ClockHelpers {
+    pub fn new(names: &HashSet<String>) -> ClockHelpers {
+        ClockHelpers(Words::for_few_texts(
+            names
+                .iter()
+                .filter_map(|n| n.strip_suffix("()"))
+                .map(|n| format!("fn {n}")),
+        ))
+    }
+
+    /// A text approximation, checked on the parse: the clocks `sites::walk::clocks` knows.
+    pub fn defined_in(&self, text: &str) -> bool {
+        const CLOCKS: [&str; 6] = [
+            "SystemTime",
+            "Utc",
+            "Local::now",
+            "OffsetDateTime",
+            "Timestamp::now",
+            "Zoned::now",
+        ];
+        CLOCKS.iter().any(|c| text.contains(c)) && self.0.any_in(text)
+    }
 }
 
 /// Does this file route names of its crate elsewhere: `pub use keys::*;`, `pub use keys::X;` (and
@@ -418,5 +458,29 @@ mod tests {
         let defs = constant_definitions(&c);
         assert!(defs.any_in("pub const LOCK_TTL_MS: u64 = 30_000;"));
         assert!(!defs.any_in("pub const LOCK_TTL_MS_MAX: u64 = 30_000;"));
+    }
+
+    #[test]
+    fn clock_helpers() {
+        let c = constant_like(
+            "let exp = time::unix_now() + ttl; let n = self.now(); let x = helper(a); // stamp()",
+        );
+        assert!(c.contains("unix_now()"));
+        assert!(!c.contains("now()"), "a method is no free function");
+        assert!(!c.contains("helper()"), "called with an argument");
+        assert!(!c.contains("stamp()"), "in a comment");
+        let helpers = ClockHelpers::new(&c);
+        assert!(helpers.defined_in(
+            "pub fn unix_now() -> u64 { SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() }"
+        ));
+        assert!(
+            !helpers.defined_in("pub fn unix_now() -> u64 { Instant::now().elapsed().as_secs() }"),
+            "reads no wall clock"
+        );
+        assert!(!helpers.defined_in("let t = SystemTime::now(); unix_now()"));
+        assert!(
+            !constant_definitions(&c).any_in("pub fn unix_now() -> u64 { 0 }"),
+            "a function is no constant"
+        );
     }
 }
