@@ -17,7 +17,9 @@ use crate::report::{Edit, Fix};
 /// Kubernetes Lease deleted without a precondition, or patched with its holder cleared and no
 /// `resourceVersion`, is one too, unless the function compared the holder first (`if
 /// !self.are_we_leading(&lease)? { return … }`); so is a lease row whose holder and expiry are
-/// cleared without testing the holder.
+/// cleared without testing the holder, in the statement or before it (`if job.locked_by.as_deref()
+/// != Some(worker) { return Err(..) }`). An upsert that writes a row afresh and resets its claim
+/// (`ON CONFLICT … DO UPDATE SET job_id = EXCLUDED.job_id, locked_by = NULL`) releases nothing.
 ///
 /// ## Why it matters
 /// If the holder paused past its TTL, the key now belongs to someone else, and a plain `DEL`

@@ -20,7 +20,9 @@ use crate::sites::{Failure, Ttl};
 /// after round without reading any response's TTL (`Ok(Some(_)) => …`): an expired lease
 /// answers keep-alives with TTL 0, not an error. A stream polled that way is reported where the
 /// keeper sends the renewal (`keeper.keep_alive().await`), or where the pair was opened when
-/// the function sends none.
+/// the function sends none. A lease the function grants and keeps alive without taking a lock
+/// with it (its keys only expire with the process: `put(key, status, with_lease(id))`) renews no
+/// lock, and is not judged.
 ///
 /// ## Why it matters
 /// A blind renewal extends whoever holds the key now. After a pause past the TTL, the old holder's

@@ -177,8 +177,11 @@ pub(crate) fn lease_op(text: &str, vocab: &LeaseTable) -> Option<LeaseOp> {
     }
     // `SET lease_id = NULL, leased_until = NULL WHERE id = $1`: given back whoever holds it (a
     // sweeper of expired rows tests the expiry, and is no holder's release).
-    // …and one that picks only free rows (`WHERE state = 'pending'`) finds no lease to give back.
+    // …and one that picks only free rows (`WHERE state = 'pending'`) finds no lease to give back,
+    // nor does an upsert that writes the row afresh (`INSERT … ON CONFLICT DO UPDATE SET job_id =
+    // EXCLUDED.job_id, locked_by = NULL, …`: a job registered again, its claim reset).
     if has("update")
+        && !upsert
         && set(&holder, true)
         && set(&expiry, true)
         && !tests(&expiry)
@@ -680,6 +683,9 @@ mod tests {
         assert_eq!(lease_op(blind, &v), Some(LeaseOp::Clear));
         let either = "UPDATE jobs SET state = 'cancelled', locked_by = NULL, lock_expires_at = NULL WHERE id = $1 AND (state = 'pending' OR state = 'running')";
         assert_eq!(lease_op(either, &v), Some(LeaseOp::Clear));
+        // A job registered again: the upsert writes the row afresh, its claim reset.
+        let again = "INSERT INTO scheduler_jobs (job_id, job_key, run_at) VALUES ($1, $2, $3) ON CONFLICT (job_key) DO UPDATE SET job_id = EXCLUDED.job_id, run_at = EXCLUDED.run_at, locked_by = NULL, lock_expires_at = NULL";
+        assert_eq!(lease_op(again, &v), None);
         // A stale stamp taken (`status = 'picked'` is no free state).
         let take = "UPDATE q SET status = 'picked', taken_at = now() WHERE status = 'unpicked' OR taken_at < now() - $1";
         assert_eq!(lease_op(take, &v), Some(LeaseOp::Claim));

@@ -494,7 +494,7 @@ fn is_self_field(e: &Expr) -> bool {
     }
 }
 
-fn pat_names(p: &syn::Pat, out: &mut HashSet<String>) {
+pub(super) fn pat_names(p: &syn::Pat, out: &mut HashSet<String>) {
     struct Names<'o>(&'o mut HashSet<String>);
     impl<'ast> Visit<'ast> for Names<'_> {
         fn visit_pat_ident(&mut self, pi: &'ast syn::PatIdent) {

@@ -1511,6 +1511,14 @@ impl<'a, 'c> Walker<'a, 'c> {
                 }
             }
         }
+        // A lease this function grants and keeps alive, but takes no lock with, gives data an
+        // expiry (`put(key, status, with_lease(id))`: keys that vanish with the process): its
+        // keep-alives renew no lock. (After the stream checks, which index the events.)
+        let grants = |e: &Event| e.kind == crate::packs::CallKind::LeaseGrant;
+        if self.out.sites.len() == self.first_site && self.events.iter().any(grants) {
+            self.events
+                .retain(|e| e.kind != crate::packs::CallKind::KeepAlive);
+        }
         // What a wrapper that hands no lock back leaves its caller (see `summary`).
         let flow = (self.out.sites.len() > self.first_site || !self.events.is_empty())
             .then(|| FnFlow::of(self.sig, body));
@@ -1651,6 +1659,48 @@ impl<'a, 'c> Walker<'a, 'c> {
             let at_fn_level = !self
                 .in_closures
                 .contains(&region::start_of(self.out.sites[idx].span));
+            // Taken here, then kept by a task spawned after it that renews it (or takes it
+            // again each round), whose handle goes back to the caller (`Ok(LeaderGuard {
+            // renew_task })`): calling the function starts holding the lock, as a starter's
+            // spawned task does.
+            let kept_by_task = at_fn_level
+                && r.release.is_none()
+                && self.spawn_names.iter().any(|(&(start, end), used)| {
+                    let inside = |p: Pos| start <= p && p <= end;
+                    let site = &self.out.sites[idx];
+                    let renewal = |e: &&Event| {
+                        matches!(
+                            e.kind,
+                            crate::packs::CallKind::Renew | crate::packs::CallKind::KeepAlive
+                        )
+                    };
+                    // A renewal in the task, or the keeper of one opened before it (`let (mut
+                    // keeper, replies) = client.lease_keep_alive(id)`) moved into it.
+                    let kept = self
+                        .events
+                        .iter()
+                        .filter(renewal)
+                        .any(|e| inside(region::start_of(e.span)))
+                        || self
+                            .events
+                            .iter()
+                            .filter(renewal)
+                            .flat_map(|e| bound_by(body, region::start_of(e.span)))
+                            .any(|n| used.contains(&n));
+                    start > region::end_of(site.span)
+                        && (kept
+                            || self.spawned.iter().any(|(&j, &at)| {
+                                j != idx
+                                    && at == (start, end)
+                                    && self
+                                        .out
+                                        .sites
+                                        .get(j)
+                                        .is_some_and(|o| o.library == site.library)
+                            }))
+                        && spawn_bound(body, (start, end))
+                            .is_some_and(|h| self.returned.contains(&h))
+                });
             // A function whose lock work is one self-contained call (`MIGRATOR.run(pool)
             // .await?; Ok(())`) and that does nothing after it but report: its callers run it.
             // (A library's own self-contained call only: a scoped wrapper of the program's
@@ -1682,6 +1732,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     at <= le && !released_in_round && tends
                 });
             let scoped = spawned
+                || kept_by_task
                 || thin
                 || endless
                 || callbacks
@@ -3147,6 +3198,57 @@ fn each_value_leaf<'e>(e: &'e Expr, depth: usize, f: &mut dyn FnMut(&'e Expr)) {
 
 /// `tokio::spawn(..)`, `thread::spawn(..)`, `runtime.spawn(..)`, `set.spawn_local(..)`: starts
 /// a task and returns.
+/// The names a `let` binds whose value holds the position `at` (`let (keeper, replies) =
+/// client.lease_keep_alive(id).await?;` for the call's position).
+fn bound_by(body: &syn::Block, at: Pos) -> HashSet<String> {
+    struct Find {
+        at: Pos,
+        found: HashSet<String>,
+    }
+    impl<'ast> Visit<'ast> for Find {
+        fn visit_local(&mut self, l: &'ast syn::Local) {
+            if let Some(init) = &l.init {
+                let span = Span::of(&*init.expr);
+                if region::start_of(span) <= self.at && self.at <= region::end_of(span) {
+                    summary::pat_names(&l.pat, &mut self.found);
+                }
+            }
+            syn::visit::visit_local(self, l);
+        }
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let mut f = Find {
+        at,
+        found: HashSet::new(),
+    };
+    f.visit_block(body);
+    f.found
+}
+
+/// The local a spawned task's handle is bound to (`let renew_task = tokio::spawn(..);`), the
+/// spawn at `at` being that `let`'s whole value.
+fn spawn_bound(body: &syn::Block, at: (Pos, Pos)) -> Option<String> {
+    struct Find {
+        at: (Pos, Pos),
+        found: Option<String>,
+    }
+    impl<'ast> Visit<'ast> for Find {
+        fn visit_local(&mut self, l: &'ast syn::Local) {
+            if let (syn::Pat::Ident(p), Some(init)) = (&l.pat, &l.init) {
+                let span = Span::of(&*init.expr);
+                if (region::start_of(span), region::end_of(span)) == self.at {
+                    self.found = Some(p.ident.to_string());
+                }
+            }
+            syn::visit::visit_local(self, l);
+        }
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let mut f = Find { at, found: None };
+    f.visit_block(body);
+    f.found
+}
+
 fn spawns(e: &Expr) -> bool {
     let is_spawn = |i: &syn::Ident| i == "spawn" || i == "spawn_local";
     match e {
@@ -3512,9 +3614,19 @@ fn only_polled(body: &syn::Block, name: &str) -> bool {
     u.looped > 0 && u.other == 0
 }
 
-/// Does lower-cased code text speak of a lock's holder (`holder_identity`, `lock_owner`)?
+/// Does lower-cased code text speak of a lock's holder (`holder_identity`, `lock_owner`, a lease
+/// row's `locked_by`)?
 fn names_holder(text: &str) -> bool {
-    text.contains("holder") || text.contains("owner")
+    [
+        "holder",
+        "owner",
+        "locked_by",
+        "leased_by",
+        "claimed_by",
+        "held_by",
+    ]
+    .iter()
+    .any(|w| text.contains(w))
 }
 
 /// A condition that is one comparison of a holder or owner with something else and nothing more
