@@ -417,6 +417,7 @@ fn deadline_fns(module: &str, items: &[syn::Item]) -> Vec<DeadlineFn> {
     struct Reads<'f> {
         fn_expiry: bool,
         params: &'f [String],
+        sql_consts: &'f HashMap<String, String>,
         compared: std::collections::HashSet<usize>,
         passes: Vec<(String, usize, usize)>,
     }
@@ -456,10 +457,37 @@ fn deadline_fns(module: &str, items: &[syn::Item]) -> Vec<DeadlineFn> {
             }
             syn::visit::visit_expr_call(self, c);
         }
+        // `sqlx::query("… WHERE lock_expires_at <= $1 …").bind(now)`: a parameter bound to a
+        // placeholder the statement compares with, or sets, an expiry column.
+        fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+            if m.method == "bind"
+                && m.args.len() == 1
+                && let Expr::Path(ap) = &m.args[0]
+                && let Some(id) = ap.path.get_ident()
+                && let Some(k) = self.params.iter().position(|p| id == p)
+                && let Some((sql, n)) = bound_statement(&m.receiver, self.sql_consts)
+                && expiry_placeholder(&sql, n + 1)
+            {
+                self.compared.insert(k);
+            }
+            syn::visit::visit_expr_method_call(self, m);
+        }
         fn visit_item(&mut self, _: &'ast syn::Item) {}
     }
     let mut out = Vec::new();
     let mut fns: Vec<(String, &syn::Signature, &syn::Block)> = Vec::new();
+    // The file's string constants, for statements written as one (`query(CLAIM_DUE)`).
+    let mut sql_consts = HashMap::new();
+    for item in items {
+        if let syn::Item::Const(c) = item
+            && let Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(v),
+                ..
+            }) = &*c.expr
+        {
+            sql_consts.insert(c.ident.to_string(), v.value());
+        }
+    }
     for item in items {
         match item {
             syn::Item::Fn(f) => fns.push((module.to_string(), &f.sig, &f.block)),
@@ -495,6 +523,7 @@ fn deadline_fns(module: &str, items: &[syn::Item]) -> Vec<DeadlineFn> {
         let mut r = Reads {
             fn_expiry: expiry_like(&name),
             params: &params,
+            sql_consts: &sql_consts,
             compared: std::collections::HashSet::new(),
             passes: Vec::new(),
         };
@@ -515,6 +544,60 @@ fn deadline_fns(module: &str, items: &[syn::Item]) -> Vec<DeadlineFn> {
         }
     }
     out
+}
+
+/// The SQL text of a query builder chain (`query("…")`, `query_as::<_, T>("…")`,
+/// `query_scalar("…")`: a literal, or a string constant of the file) and how many values the
+/// chain binds before this point.
+fn bound_statement(e: &Expr, consts: &HashMap<String, String>) -> Option<(String, usize)> {
+    match e {
+        Expr::MethodCall(m) if m.method == "bind" => {
+            bound_statement(&m.receiver, consts).map(|(sql, n)| (sql, n + 1))
+        }
+        Expr::Call(c) => {
+            let Expr::Path(p) = &*c.func else {
+                return None;
+            };
+            let name = p.path.segments.last()?.ident.to_string();
+            if !matches!(name.as_str(), "query" | "query_as" | "query_scalar") {
+                return None;
+            }
+            match c.args.first()? {
+                Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(s),
+                    ..
+                }) => Some((s.value(), 0)),
+                Expr::Path(p) => Some((consts.get(&p.path.get_ident()?.to_string())?.clone(), 0)),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Does the statement compare an expiry column with placeholder `$n`, or set one from it
+/// (`lock_expires_at <= $1`, `lock_expires_at = $1 + make_interval(secs => $4)`)? Read clause by
+/// clause: a part between `and`/`or`/`where`/`set`, commas and brackets.
+fn expiry_placeholder(sql: &str, n: usize) -> bool {
+    const COLUMNS: &[&str] = &["expir", "until", "deadline", "lease_end", "valid_to"];
+    let sql = sql.to_ascii_lowercase();
+    let placeholder = format!("${n}");
+    sql.split([',', '(', ')', '\n'])
+        .flat_map(|p| {
+            p.split(|c: char| c.is_whitespace())
+                .collect::<Vec<_>>()
+                .split(|w| matches!(*w, "and" | "or" | "where" | "set" | "on" | "when" | "then"))
+                .map(|ws| ws.join(" "))
+                .collect::<Vec<_>>()
+        })
+        .any(|part| {
+            let mut at = part
+                .match_indices(&placeholder)
+                .map(|(i, _)| i + placeholder.len());
+            at.any(|end| !part[end..].starts_with(|c: char| c.is_ascii_digit()))
+                && part.contains(['<', '>', '='])
+                && COLUMNS.iter().any(|c| part.contains(c))
+        })
 }
 
 /// Each function's deadline parameters (path -> indices): those it compares, and those it passes
@@ -2208,6 +2291,43 @@ mod tests {
             FileIndex::build(&file, &imports)
         });
         CrateIndex::new(PathBuf::from("/r"), indexes)
+    }
+
+    #[test]
+    fn parameters_bound_to_an_expiry_placeholder_are_deadline_parameters() {
+        let idx = index(&[(
+            "crate",
+            r#"
+            async fn claim_due(pool: &PgPool, worker: &str, now: DateTime<Utc>) {
+                sqlx::query("UPDATE jobs SET locked_by = $2, lock_expires_at = $1 + make_interval(secs => $3) WHERE run_at <= $1")
+                    .bind(now).bind(worker).bind(30).execute(pool).await;
+            }
+            async fn due(pool: &PgPool, now: DateTime<Utc>, ttl: i64) {
+                sqlx::query("SELECT id FROM jobs WHERE run_at <= $1 AND attempts < $2")
+                    .bind(now).bind(ttl).execute(pool).await;
+            }
+            async fn claim_ten(pool: &PgPool, a: i64, now: DateTime<Utc>) {
+                sqlx::query("SELECT id FROM jobs WHERE id = $1 AND expires_at < $10")
+                    .bind(a).bind(now).execute(pool).await;
+            }
+            "#,
+        )]);
+        assert_eq!(idx.deadline_params("crate::claim_due"), Some(&[2][..]));
+        assert_eq!(
+            idx.deadline_params("crate::due"),
+            None,
+            "run_at is no expiry"
+        );
+        assert_eq!(
+            idx.deadline_params("crate::claim_ten"),
+            None,
+            "`$10` is not `$1`, and `now` is `$2`"
+        );
+        assert!(expiry_placeholder(
+            "WHERE (lock_expires_at IS NULL OR lock_expires_at <= $1)",
+            1
+        ));
+        assert!(!expiry_placeholder("SET locked_by = $3, locked_at = $1", 1));
     }
 
     #[test]
