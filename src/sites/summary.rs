@@ -621,7 +621,10 @@ pub(super) fn works_after(body: &syn::Block, from: Pos, lock: &HashSet<String>) 
                     let bookkeeping = is_self_field(&m.receiver)
                         && (STATE_METHODS.contains(&method.as_str())
                             || m.args.is_empty() && GUARD_METHODS.contains(&method.as_str()))
-                        || is_self(&m.receiver) && CONFIRMING.iter().any(|v| method.starts_with(v));
+                        || is_self(&m.receiver) && CONFIRMING.iter().any(|v| method.starts_with(v))
+                        // The lock read back (`let after = self.read().await?` after the claim's
+                        // write): the receiver's one object, its holder and expiry, reported.
+                        || is_self(&m.receiver) && m.args.is_empty() && READ_BACK.contains(&method.as_str());
                     if !on_lock
                         && !bookkeeping
                         && !PLUMBING_METHODS.contains(&m.method.to_string().as_str())
@@ -736,6 +739,19 @@ const PLUMBING_FNS: &[&str] = &[
     "from_secs",
     "default",
     "drop",
+];
+/// Own argument-less methods that read back the one object a lock's receiver manages.
+const READ_BACK: &[&str] = &[
+    "read",
+    "fetch",
+    "load",
+    "current",
+    "current_holder",
+    "holder",
+    "read_lease",
+    "get_lease",
+    "read_lock",
+    "get_lock",
 ];
 /// Own methods that confirm, record or keep up an acquisition rather than use it
 /// (`self.wait_for_write_replication()`, `self.verify_owner(..)`, `self.keep_lease_alive(..)`).

@@ -3196,8 +3196,6 @@ fn each_value_leaf<'e>(e: &'e Expr, depth: usize, f: &mut dyn FnMut(&'e Expr)) {
     }
 }
 
-/// `tokio::spawn(..)`, `thread::spawn(..)`, `runtime.spawn(..)`, `set.spawn_local(..)`: starts
-/// a task and returns.
 /// The names a `let` binds whose value holds the position `at` (`let (keeper, replies) =
 /// client.lease_keep_alive(id).await?;` for the call's position).
 fn bound_by(body: &syn::Block, at: Pos) -> HashSet<String> {
@@ -3249,6 +3247,8 @@ fn spawn_bound(body: &syn::Block, at: (Pos, Pos)) -> Option<String> {
     f.found
 }
 
+/// `tokio::spawn(..)`, `thread::spawn(..)`, `runtime.spawn(..)`, `set.spawn_local(..)`: starts
+/// a task and returns.
 fn spawns(e: &Expr) -> bool {
     let is_spawn = |i: &syn::Ident| i == "spawn" || i == "spawn_local";
     match e {
