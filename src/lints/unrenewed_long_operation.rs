@@ -9,7 +9,9 @@ use crate::sites::Ttl;
 /// each row), or a call configured as long-running (`[rules.unrenewed-long-operation]
 /// long-calls = ["*::import_file"]`), with no renewal of that lock in the region and no
 /// auto-renewing keeper. A renewal counts here even when
-/// `unchecked-renewal` flags it.
+/// `unchecked-renewal` flags it. In an async function, a `for` loop that awaits nothing, or only
+/// recording calls (`audit::record_job(..).await?`, `metrics::…`: see the `record_`, `log_`,
+/// `emit_` verbs), keeps books rather than works.
 ///
 /// ## Why it matters
 /// Work that outlasts the TTL runs unprotected for the rest of its duration: the lock expires, a

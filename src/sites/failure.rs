@@ -842,13 +842,6 @@ fn expr_is_work(e: &Expr) -> bool {
     }
 }
 
-/// Does the block await anything (outside closures and async blocks of its own)?
-pub(super) fn block_awaits(b: &syn::Block) -> bool {
-    let mut f = Awaits(false);
-    syn::visit::Visit::visit_block(&mut f, b);
-    f.0
-}
-
 /// Does the statement await anything (outside closures and async blocks of its own)?
 pub(super) fn stmt_awaits(st: &Stmt) -> bool {
     let mut f = Awaits(false);
@@ -860,6 +853,36 @@ pub(super) fn stmt_awaits(st: &Stmt) -> bool {
 fn awaits(e: &Expr) -> bool {
     let mut f = Awaits(false);
     syn::visit::Visit::visit_expr(&mut f, e);
+    f.0
+}
+
+/// Does the block await something other than a recording call (`record_job(..).await?`,
+/// `metrics::observe_(..)`: bookkeeping of what was done, see `summary::records`)?
+pub(super) fn block_awaits_work(b: &syn::Block) -> bool {
+    struct Work(bool);
+    impl<'ast> syn::visit::Visit<'ast> for Work {
+        fn visit_expr_await(&mut self, a: &'ast syn::ExprAwait) {
+            let recording = match &*a.base {
+                Expr::Call(c) => {
+                    matches!(&*c.func, Expr::Path(p) if super::summary::records(&p.path))
+                }
+                _ => false,
+            };
+            self.0 |= !recording;
+            syn::visit::visit_expr_await(self, a);
+        }
+        fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+        fn visit_expr_async(&mut self, _: &'ast syn::ExprAsync) {}
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+        fn visit_macro(&mut self, m: &'ast syn::Macro) {
+            self.0 |= matches!(
+                macro_name(m).as_str(),
+                "join" | "try_join" | "select" | "select_biased"
+            );
+        }
+    }
+    let mut f = Work(false);
+    syn::visit::Visit::visit_block(&mut f, b);
     f.0
 }
 

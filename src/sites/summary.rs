@@ -781,7 +781,7 @@ const CONFIRMING: &[&str] = &[
 
 /// A free function that records the outcome (`crate::metrics::record_lock_acquired(id)`,
 /// `telemetry::inc_locks()`, `log_acquired(..)`): bookkeeping, not the work.
-fn records(path: &syn::Path) -> bool {
+pub(super) fn records(path: &syn::Path) -> bool {
     const MODULES: &[&str] = &[
         "metrics",
         "metric",

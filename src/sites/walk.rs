@@ -2631,8 +2631,9 @@ impl<'a> Walker<'a, '_> {
             Expr::ForLoop(f) => {
                 // The iterated expression runs before the loop: mark the body. In an async
                 // function, a loop over items that awaits nothing only computes (rows mapped
-                // into values): no long work.
-                if self.sig.asyncness.is_none() || super::failure::block_awaits(&f.body) {
+                // into values), and one that awaits only recording calls keeps books (an audit
+                // row per claimed job): no long work.
+                if self.sig.asyncness.is_none() || super::failure::block_awaits_work(&f.body) {
                     self.marker(MarkerKind::Loop, Span::of_block(&f.body));
                 }
                 self.visit_expr(&f.expr);
