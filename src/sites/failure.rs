@@ -844,14 +844,14 @@ fn expr_is_work(e: &Expr) -> bool {
 
 /// Does the statement await anything (outside closures and async blocks of its own)?
 pub(super) fn stmt_awaits(st: &Stmt) -> bool {
-    let mut f = Awaits(false);
+    let mut f = Awaits(false, false);
     syn::visit::Visit::visit_stmt(&mut f, st);
     f.0
 }
 
 /// Does the expression await anything (outside closures and async blocks of its own)?
 fn awaits(e: &Expr) -> bool {
-    let mut f = Awaits(false);
+    let mut f = Awaits(false, false);
     syn::visit::Visit::visit_expr(&mut f, e);
     f.0
 }
@@ -859,38 +859,25 @@ fn awaits(e: &Expr) -> bool {
 /// Does the block await something other than a recording call (`record_job(..).await?`,
 /// `metrics::observe_(..)`: bookkeeping of what was done, see `summary::records`)?
 pub(super) fn block_awaits_work(b: &syn::Block) -> bool {
-    struct Work(bool);
-    impl<'ast> syn::visit::Visit<'ast> for Work {
-        fn visit_expr_await(&mut self, a: &'ast syn::ExprAwait) {
-            let recording = match &*a.base {
-                Expr::Call(c) => {
-                    matches!(&*c.func, Expr::Path(p) if super::summary::records(&p.path))
-                }
-                _ => false,
-            };
-            self.0 |= !recording;
-            syn::visit::visit_expr_await(self, a);
-        }
-        fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
-        fn visit_expr_async(&mut self, _: &'ast syn::ExprAsync) {}
-        fn visit_item(&mut self, _: &'ast syn::Item) {}
-        fn visit_macro(&mut self, m: &'ast syn::Macro) {
-            self.0 |= matches!(
-                macro_name(m).as_str(),
-                "join" | "try_join" | "select" | "select_biased"
-            );
-        }
-    }
-    let mut f = Work(false);
+    let mut f = Awaits(false, true);
     syn::visit::Visit::visit_block(&mut f, b);
     f.0
 }
 
-struct Awaits(bool);
+/// Found an await; with `.1`, awaits of recording calls are passed over (their arguments are
+/// still looked into).
+struct Awaits(bool, bool);
 
 impl<'ast> syn::visit::Visit<'ast> for Awaits {
-    fn visit_expr_await(&mut self, _: &'ast syn::ExprAwait) {
-        self.0 = true;
+    fn visit_expr_await(&mut self, a: &'ast syn::ExprAwait) {
+        let recording = self.1
+            && matches!(&*a.base, Expr::Call(c)
+                if matches!(&*c.func, Expr::Path(p) if super::summary::records(&p.path)));
+        if recording {
+            syn::visit::visit_expr_await(self, a);
+        } else {
+            self.0 = true;
+        }
     }
     fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
     fn visit_expr_async(&mut self, _: &'ast syn::ExprAsync) {}
