@@ -18,8 +18,7 @@ use crate::config::RuleOptions;
 /// (`lease.is_expired_at(Utc::now())`), or, named for an expiry, adding a duration to it (`let
 /// now = Utc::now(); expires_at_with_ttl(now, ttl)`), or binding it into SQL that compares an
 /// expiry column with it or sets one from it (`claim_due(pool, me, Utc::now())` running
-/// `… WHERE lock_expires_at <= $1` with `.bind(now)`; the statement a literal or a string
-/// constant of the function's file).
+/// `… WHERE lock_expires_at <= $1` with `.bind(now)`; the statement a literal at the call).
 ///
 /// ## Why it matters
 /// The wall clock is not a timer. NTP steps it, an operator sets it, a VM resumes with it wrong,

@@ -417,7 +417,6 @@ fn deadline_fns(module: &str, items: &[syn::Item]) -> Vec<DeadlineFn> {
     struct Reads<'f> {
         fn_expiry: bool,
         params: &'f [String],
-        sql_consts: &'f HashMap<String, String>,
         compared: std::collections::HashSet<usize>,
         passes: Vec<(String, usize, usize)>,
     }
@@ -465,7 +464,7 @@ fn deadline_fns(module: &str, items: &[syn::Item]) -> Vec<DeadlineFn> {
                 && let Expr::Path(ap) = &m.args[0]
                 && let Some(id) = ap.path.get_ident()
                 && let Some(k) = self.params.iter().position(|p| id == p)
-                && let Some((sql, n)) = bound_statement(&m.receiver, self.sql_consts)
+                && let Some((sql, n)) = bound_statement(&m.receiver)
                 && expiry_placeholder(&sql, n + 1)
             {
                 self.compared.insert(k);
@@ -476,18 +475,6 @@ fn deadline_fns(module: &str, items: &[syn::Item]) -> Vec<DeadlineFn> {
     }
     let mut out = Vec::new();
     let mut fns: Vec<(String, &syn::Signature, &syn::Block)> = Vec::new();
-    // The file's string constants, for statements written as one (`query(CLAIM_DUE)`).
-    let mut sql_consts = HashMap::new();
-    for item in items {
-        if let syn::Item::Const(c) = item
-            && let Expr::Lit(syn::ExprLit {
-                lit: syn::Lit::Str(v),
-                ..
-            }) = &*c.expr
-        {
-            sql_consts.insert(c.ident.to_string(), v.value());
-        }
-    }
     for item in items {
         match item {
             syn::Item::Fn(f) => fns.push((module.to_string(), &f.sig, &f.block)),
@@ -523,7 +510,6 @@ fn deadline_fns(module: &str, items: &[syn::Item]) -> Vec<DeadlineFn> {
         let mut r = Reads {
             fn_expiry: expiry_like(&name),
             params: &params,
-            sql_consts: &sql_consts,
             compared: std::collections::HashSet::new(),
             passes: Vec::new(),
         };
@@ -547,12 +533,13 @@ fn deadline_fns(module: &str, items: &[syn::Item]) -> Vec<DeadlineFn> {
 }
 
 /// The SQL text of a query builder chain (`query("…")`, `query_as::<_, T>("…")`,
-/// `query_scalar("…")`: a literal, or a string constant of the file) and how many values the
-/// chain binds before this point.
-fn bound_statement(e: &Expr, consts: &HashMap<String, String>) -> Option<(String, usize)> {
+/// `query_scalar("…")`: a literal) and how many values the chain binds before this point. (A
+/// constant's text would need the crate's index, which a file's own index, built per piece of a
+/// large file, does not have.)
+fn bound_statement(e: &Expr) -> Option<(String, usize)> {
     match e {
         Expr::MethodCall(m) if m.method == "bind" => {
-            bound_statement(&m.receiver, consts).map(|(sql, n)| (sql, n + 1))
+            bound_statement(&m.receiver).map(|(sql, n)| (sql, n + 1))
         }
         Expr::Call(c) => {
             let Expr::Path(p) = &*c.func else {
@@ -567,7 +554,6 @@ fn bound_statement(e: &Expr, consts: &HashMap<String, String>) -> Option<(String
                     lit: syn::Lit::Str(s),
                     ..
                 }) => Some((s.value(), 0)),
-                Expr::Path(p) => Some((consts.get(&p.path.get_ident()?.to_string())?.clone(), 0)),
                 _ => None,
             }
         }
