@@ -10,6 +10,10 @@ use lockaudit::diag::ToolError;
 use lockaudit::settings::CheckSettings;
 use lockaudit::{engine, lints, report};
 
+// Syntax trees are many small allocations made and freed on every worker thread.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const EXIT_FINDINGS: u8 = 1;
 const EXIT_ERROR: u8 = 2;
 
