@@ -686,7 +686,17 @@ fn expand_through_traits(
             let Some((owner, method)) = &w.method else {
                 continue;
             };
-            for tr in view.traits_defining(owner, method) {
+            // A call through a bound on a subtrait (`T: SchedulerInterface` where
+            // `trait SchedulerInterface: QueueInterface`) reaches the same method.
+            let traits = view.traits_defining(owner, method);
+            let reached: Vec<(String, String)> = traits
+                .iter()
+                .flat_map(|tr| {
+                    std::iter::once((tr.clone(), tr.clone()))
+                        .chain(view.subtraits(tr).into_iter().map(|s| (tr.clone(), s)))
+                })
+                .collect();
+            for (tr, through) in reached {
                 // A call through the trait reaches every implementation: it is a lock call when
                 // the method says so (`lock`, `acquire_lease`), or when every implementation
                 // here is the same kind of wrapper (not one `evaluate` of six that locks).
@@ -713,9 +723,10 @@ fn expand_through_traits(
                         continue;
                     }
                 }
-                let Some(t) = w.through_trait(&tr) else {
+                let Some(t) = w.through_trait(&through) else {
                     continue;
                 };
+                let tr = through;
                 // The trait's crate may hold nothing the prefilter wanted yet (generic code
                 // naming no lock library): its name in the path is enough to reach it.
                 let dep_terms = view.in_dep_terms(&tr).or_else(|| {
@@ -1642,7 +1653,8 @@ fn origin_of(root: &Path, canonical: &str) -> Arc<str> {
 /// one called only from test code, which is not reported). Judged at callers, such a lock would
 /// not be judged anywhere; judged at its primitive, it is judged once, where its library takes
 /// it. Wrapper calls above it in such a chain stay judged at their callers (nowhere), so no
-/// lock is reported twice.
+/// lock is reported twice; but a wrapper call whose callee is judged through other callers is
+/// this chain's lowest unjudged acquisition, and is judged where it is.
 fn surface(slots: &[Option<FileOutput>], jobs: &[Job]) -> HashMap<usize, HashSet<(usize, usize)>> {
     // Per wrapper function, the call sites that call it.
     let mut callers: HashMap<&str, Vec<(usize, usize)>> = HashMap::new();
@@ -1705,7 +1717,16 @@ fn surface(slots: &[Option<FileOutput>], jobs: &[Job]) -> HashMap<usize, HashSet
         let Some(o) = o else { continue };
         for (s, link) in o.sites.iter().zip(&o.links) {
             let lowest = link.1.as_deref().is_none_or(|via| !holding.contains(via));
-            if !s.wrapped || !lowest || (s.test && !jobs[i].config.include_tests) {
+            // A call of a wrapper whose lock is judged through its other callers (`main`'s call
+            // of `acquire_indexer_lock`) stands for its own acquisition (`on_failure`'s,
+            // taking it again): nothing below it surfaces for this chain.
+            let below_judged = !lowest
+                && link
+                    .1
+                    .as_deref()
+                    .is_some_and(|via| reaches(via, &callers, slots, jobs, &reported, &mut memo));
+            if !s.wrapped || !(lowest || below_judged) || (s.test && !jobs[i].config.include_tests)
+            {
                 continue;
             }
             let f = origin_of(&jobs[i].crate_root, &link.0);

@@ -40,6 +40,8 @@ pub struct FileIndex {
     pub const_types: Vec<(String, Ty)>,
     /// Traits declared here.
     pub traits: Vec<String>,
+    /// `trait Sub: Super`: (sub, super), each a path as written here.
+    pub supertraits: Vec<(String, String)>,
     /// Redis Functions registered by Lua libraries whose text is in this file (a string or an
     /// `include_str!`): name -> what it does to a key, and whether it compares with an argument.
     pub lua_functions: Vec<(String, super::lua::Effect, bool)>,
@@ -939,6 +941,7 @@ impl FileIndex {
                 test_impls,
                 const_types,
                 traits,
+                supertraits,
                 lua_functions,
                 variants,
                 variant_names,
@@ -965,6 +968,7 @@ impl FileIndex {
             out.test_impls.extend(test_impls);
             out.const_types.extend(const_types);
             out.traits.extend(traits);
+            out.supertraits.extend(supertraits);
             out.lua_functions.extend(lua_functions);
             out.variants.extend(variants);
             out.variant_names.extend(variant_names);
@@ -1139,6 +1143,15 @@ impl FileIndex {
                             && let Some(ret) = ret_ty(&f.sig, imports, None)
                         {
                             self.fns.push((format!("{path}::{}", f.sig.ident), ret));
+                        }
+                    }
+                    // A call through `T: Sub` reaches the methods of `Sub`'s supertraits.
+                    for b in &t.supertraits {
+                        if let syn::TypeParamBound::Trait(tb) = b
+                            && !crate::model::ty::is_marker_trait(&tb.path)
+                        {
+                            let sup = imports.resolve(&tb.path, None, &known);
+                            self.supertraits.push((path.clone(), sup));
                         }
                     }
                     self.traits.push(path);
@@ -1490,6 +1503,8 @@ pub struct CrateIndex {
     test_impls: std::collections::HashSet<(String, String)>,
     const_types: HashMap<String, Ty>,
     traits: std::collections::HashSet<String>,
+    /// Supertrait -> the traits declared with it as a bound (`trait Sub: Super`), as written.
+    subtraits: HashMap<String, Vec<String>>,
     lua_functions: HashMap<String, (super::lua::Effect, bool)>,
     /// Enum variant path -> its fields (see [`FileIndex::variants`]).
     variants: HashMap<String, HashMap<String, Ty>>,
@@ -1571,6 +1586,9 @@ impl CrateIndex {
                 idx.add_simple(&t);
                 idx.traits.insert(t);
             }
+            for (sub, sup) in f.supertraits {
+                idx.subtraits.entry(sup).or_default().push(sub);
+            }
         }
         for (path, ty) in trait_fns {
             idx.fns.entry(path).or_insert(ty);
@@ -1612,6 +1630,30 @@ impl CrateIndex {
             .filter(|(_, ms)| ms.iter().any(|m| m == method))
             .map(|(tr, _)| self.through_reexports(self.settle(tr)))
             .collect()
+    }
+
+    /// The traits of this crate that have `tr` as a supertrait, directly or through others
+    /// (`trait SchedulerInterface: QueueInterface + ..`): a call through a bound on one of them
+    /// reaches `tr`'s methods. Sorted, each once.
+    pub fn subtraits(&self, tr: &str) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let mut todo = vec![self.through_reexports(self.settle(tr))];
+        while let Some(t) = todo.pop() {
+            for (sup, subs) in &self.subtraits {
+                if self.through_reexports(self.settle(sup)) != t {
+                    continue;
+                }
+                for sub in subs {
+                    let sub = self.through_reexports(self.settle(sub));
+                    if !out.contains(&sub) && sub != tr {
+                        out.push(sub.clone());
+                        todo.push(sub);
+                    }
+                }
+            }
+        }
+        out.sort();
+        out
     }
 
     /// The types whose `impl Trait for Type` here defines `method`, with the trait, each as
@@ -2223,6 +2265,15 @@ impl CrateView {
     pub fn traits_defining(&self, owner: &str, method: &str) -> Vec<String> {
         self.own
             .traits_defining(owner, method)
+            .into_iter()
+            .map(|t| self.through_reexports(t))
+            .collect()
+    }
+
+    /// The traits of this crate with `tr` among their supertraits (see [`CrateIndex::subtraits`]).
+    pub fn subtraits(&self, tr: &str) -> Vec<String> {
+        self.own
+            .subtraits(tr)
             .into_iter()
             .map(|t| self.through_reexports(t))
             .collect()

@@ -87,8 +87,9 @@ pub enum MarkerKind {
     /// The function calls (or awaits) a closure or future its caller passed in.
     Callback,
     /// A branch's block (an `if`'s, an arm's, a `let … else`'s) that ends by leaving: `return`,
-    /// `break` or `continue`. A release in it releases that path only; the code after the
-    /// branch still holds the lock.
+    /// `break` or `continue`, or by answering that the attempt failed (`fails`: `false`,
+    /// `Err(..)`). A release in it releases that path only; the code after the branch still
+    /// holds the lock.
     Diverges(&'static str),
 }
 
@@ -317,8 +318,8 @@ impl<'a> Facts<'a> {
     }
 
     /// The innermost branch around `p`, inside the region of `h` (opened after `start`, closed
-    /// before the lock's scope ends), that leaves the lock's flow: by `return`, or by
-    /// `break`/`continue` of a loop around the acquisition. A release there is that path's; the
+    /// before the lock's scope ends), that leaves the lock's flow: by `return`, by answering
+    /// that the attempt failed, or by `break`/`continue` of a loop around the acquisition. A release there is that path's; the
     /// region goes on after the branch.
     fn leaving_branch(&self, h: &Holding, start: Pos, p: Pos) -> Option<Pos> {
         // A branch that is the lock's whole scope (`if let Some(l) = try_lock() { …; unlock;
@@ -330,7 +331,7 @@ impl<'a> Facts<'a> {
                 let m = &self.markers[i];
                 m.closure == h.closure
                     && match (&m.kind, m.target_loop) {
-                        (MarkerKind::Diverges("return"), _) => true,
+                        (MarkerKind::Diverges("return" | "fails"), _) => true,
                         (MarkerKind::Diverges(_), Some(l)) => h.loops.contains(&l),
                         _ => false,
                     }

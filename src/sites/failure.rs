@@ -708,31 +708,34 @@ fn polarity_with(p: &Pat, variant: Option<&str>) -> Polarity {
     }
 }
 
+/// `false`, `None`, `Err(..)`, `Ok(false)`, `Ok(None)`, or `return` of one: a value that reports
+/// the attempt failed.
+pub(super) fn failure_value(e: &Expr) -> bool {
+    match e {
+        Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Bool(b),
+            ..
+        }) => !b.value,
+        Expr::Path(p) => p.path.is_ident("None"),
+        Expr::Return(r) => r.expr.as_deref().is_some_and(failure_value),
+        Expr::Paren(p) => failure_value(&p.expr),
+        Expr::Call(c) => match &*c.func {
+            Expr::Path(p) if p.path.is_ident("Err") => true,
+            Expr::Path(p) if p.path.is_ident("Ok") && c.args.len() == 1 => {
+                failure_value(&c.args[0])
+            }
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
 /// Is there work after this point that runs whether or not the lock was taken? Logging and
 /// returning a plain value (`Ok(())`) are not work; calls, awaits and other macros are.
 /// The statements after a discarded acquisition do no work and end by reporting failure
 /// (`Ok(false)`, `false`, `None`, `Ok(None)`, `Err(..)`, or `return` of one): nothing runs as if
 /// the lock were held.
 fn reports_not_taken(rest: &[Stmt]) -> bool {
-    fn failure_value(e: &Expr) -> bool {
-        match e {
-            Expr::Lit(syn::ExprLit {
-                lit: syn::Lit::Bool(b),
-                ..
-            }) => !b.value,
-            Expr::Path(p) => p.path.is_ident("None"),
-            Expr::Return(r) => r.expr.as_deref().is_some_and(failure_value),
-            Expr::Paren(p) => failure_value(&p.expr),
-            Expr::Call(c) => match &*c.func {
-                Expr::Path(p) if p.path.is_ident("Err") => true,
-                Expr::Path(p) if p.path.is_ident("Ok") && c.args.len() == 1 => {
-                    failure_value(&c.args[0])
-                }
-                _ => false,
-            },
-            _ => false,
-        }
-    }
     let Some((last, before)) = rest.split_last() else {
         return false;
     };

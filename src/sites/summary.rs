@@ -152,19 +152,23 @@ pub(super) fn held_after(
     names: &HashSet<String>,
     key: Option<&HashSet<String>>,
     body: &syn::Block,
+    ops: &LockCalls<'_>,
 ) -> Option<Held> {
     // A guard that is not handed back is released when it drops, and a scoped wrapper's call
     // releases before it returns: neither stays held after the function.
+
     if site.region.release.is_some()
         || site.release == crate::packs::ReleaseStyle::Guard
-        || works_after(body, from, names)
+        || works_after(body, from, names, ops)
     {
         return None;
     }
     if flow.stored_in_self(names) || flow.stored_at(start_of(site.span)) {
         return Some(Held::Receiver);
     }
-    if site.sql {
+    // A session lock (SQL, or a typed call whose guard was leaked) lives on in the connection
+    // the caller lent.
+    if site.sql || site.release == crate::packs::ReleaseStyle::Session {
         return (!flow.params.is_empty() || flow.has_receiver).then_some(Held::Session);
     }
     match key {
@@ -505,11 +509,26 @@ pub(super) fn pat_names(p: &syn::Pat, out: &mut HashSet<String>) {
     Names(out).visit_pat(p);
 }
 
+/// The calls a function makes on its lock besides acquiring it: the spans of its renewals and
+/// releases, and the key expression as the acquisition wrote it (not a literal).
+#[derive(Default)]
+pub(super) struct LockCalls<'a> {
+    pub spans: &'a [Span],
+    pub key: Option<&'a str>,
+}
+
 /// Does the function do work of its own after `from` (the end of an acquisition), beyond
 /// reporting how the acquisition went? An acquire function checks the reply, maybe waits and
 /// retries, and returns; a function that then does the work the lock protects is no wrapper,
-/// even when it leaves the lock to expire.
-pub(super) fn works_after(body: &syn::Block, from: Pos, lock: &HashSet<String>) -> bool {
+/// even when it leaves the lock to expire. `ops`: the lock calls it makes besides acquiring
+/// (setting the expiry of the key just taken, deleting it when that fails), which finish the
+/// acquisition rather than work under it.
+pub(super) fn works_after(
+    body: &syn::Block,
+    from: Pos,
+    lock: &HashSet<String>,
+    ops: &LockCalls<'_>,
+) -> bool {
     struct Work<'l> {
         from: Pos,
         /// Where the function returns after the acquisition, when the block holding it does
@@ -522,8 +541,40 @@ pub(super) fn works_after(body: &syn::Block, from: Pos, lock: &HashSet<String>) 
         /// Names bound from the lock's value (`Err(err) => { let e = err.into_service_error();`):
         /// reading them is reporting too.
         derived: HashSet<String>,
+        ops: &'l LockCalls<'l>,
     }
     impl Work<'_> {
+        /// A method chain that is one of the lock's own calls (its renewal, its release), where
+        /// the call's span may be any link of the chain (`cmd("EXPIRE")` of `redis::cmd(
+        /// "EXPIRE").arg(key).query_async(..)`).
+        fn op_chain(&self, m: &syn::ExprMethodCall) -> bool {
+            let mut root = &*m.receiver;
+            while let Expr::MethodCall(syn::ExprMethodCall { receiver: r, .. })
+            | Expr::Await(syn::ExprAwait { base: r, .. })
+            | Expr::Try(syn::ExprTry { expr: r, .. })
+            | Expr::Field(syn::ExprField { base: r, .. }) = root
+            {
+                root = r;
+            }
+            let root = match root {
+                Expr::Call(c) => &*c.func,
+                other => other,
+            };
+            let (from, to) = (start_of(Span::of(root)), end_of(Span::of(&m.method)));
+            self.ops
+                .spans
+                .iter()
+                .any(|o| from <= start_of(*o) && start_of(*o) <= to)
+        }
+        /// A call on the lock's own key, spelled as the acquisition spelled it (`conn
+        /// .set_expiry(&lock_key.into(), ttl)` after `conn.set_nx(&lock_key.into(), ..)`): the
+        /// program's helper acting on the lock, whatever it is called.
+        fn on_key(&self, args: &syn::punctuated::Punctuated<Expr, syn::Token![,]>) -> bool {
+            self.ops.key.is_some_and(|k| {
+                args.iter()
+                    .any(|a| quote::ToTokens::to_token_stream(peel_key(a)).to_string() == k)
+            })
+        }
         fn after(&self, s: Span) -> bool {
             // `>=`: a match arm's region starts at its body's first token, which may be work.
             start_of(s) >= self.from && self.until.is_none_or(|u| start_of(s) <= u)
@@ -613,6 +664,13 @@ pub(super) fn works_after(body: &syn::Block, from: Pos, lock: &HashSet<String>) 
                         return;
                     }
                 }
+                // The lock's own call, with the chain that builds it (`redis::cmd("EXPIRE")
+                // .arg(key)` before `.query_async(..)`).
+                Expr::MethodCall(m)
+                    if !self.ops.spans.is_empty() && self.op_chain(m) || self.on_key(&m.args) =>
+                {
+                    return;
+                }
                 Expr::MethodCall(m) => {
                     let on_lock = chain_root(&m.receiver).is_some_and(|r| self.of_lock(&r));
                     // Bookkeeping in the receiver's own state (`self.state.store(1, SeqCst)`,
@@ -671,6 +729,7 @@ pub(super) fn works_after(body: &syn::Block, from: Pos, lock: &HashSet<String>) 
         found: false,
         lock,
         derived: HashSet::new(),
+        ops,
     };
     for s in &body.stmts {
         if let Stmt::Item(_) = s {
@@ -1351,16 +1410,26 @@ mod tests {
         )
         .unwrap();
         let none = HashSet::new();
-        assert!(!works_after(&f.block, (2, 30), &none));
+        assert!(!works_after(
+            &f.block,
+            (2, 30),
+            &none,
+            &LockCalls::default()
+        ));
         let f: syn::ItemFn =
             syn::parse_str("fn f() {\n let ok = acquire();\n import_rows();\n Ok(())\n}").unwrap();
-        assert!(works_after(&f.block, (2, 30), &none));
+        assert!(works_after(&f.block, (2, 30), &none, &LockCalls::default()));
         // Reading the lock's own reply is no work.
         let f: syn::ItemFn = syn::parse_str(
             "fn f() {\n let resp = acquire();\n self.key = Some(resp.key().to_vec());\n Ok(())\n}",
         )
         .unwrap();
-        assert!(!works_after(&f.block, (2, 30), &set(&["resp"])));
+        assert!(!works_after(
+            &f.block,
+            (2, 30),
+            &set(&["resp"]),
+            &LockCalls::default()
+        ));
     }
 
     #[test]
@@ -1371,30 +1440,40 @@ mod tests {
             "fn f() {\n let resp = acquire();\n self.id = String::from_utf8_lossy(resp.key()).to_string();\n self.state.store(1, Ordering::SeqCst);\n if !err.to_string().contains(\"timeout\") { return Err(e); }\n Ok(())\n}",
         )
         .unwrap();
-        assert!(!works_after(&f.block, (2, 30), &lock));
+        assert!(!works_after(
+            &f.block,
+            (2, 30),
+            &lock,
+            &LockCalls::default()
+        ));
         // The same method on something that is not the receiver's state is work.
         let f: syn::ItemFn = syn::parse_str(
             "fn f() {\n let resp = acquire();\n object_store.store(1, data);\n Ok(())\n}",
         )
         .unwrap();
-        assert!(works_after(&f.block, (2, 30), &lock));
+        assert!(works_after(&f.block, (2, 30), &lock, &LockCalls::default()));
         // An own method that confirms the acquisition (Redis WAIT for replicas) is no work; an
         // own method that processes is.
         let f: syn::ItemFn = syn::parse_str(
             "fn f() {\n let resp = acquire();\n self.wait_for_write_replication().await?;\n Ok(())\n}",
         )
         .unwrap();
-        assert!(!works_after(&f.block, (2, 30), &lock));
+        assert!(!works_after(
+            &f.block,
+            (2, 30),
+            &lock,
+            &LockCalls::default()
+        ));
         let f: syn::ItemFn = syn::parse_str(
             "fn f() {\n let resp = acquire();\n self.process_batch().await?;\n Ok(())\n}",
         )
         .unwrap();
-        assert!(works_after(&f.block, (2, 30), &lock));
+        assert!(works_after(&f.block, (2, 30), &lock, &LockCalls::default()));
         // A free function over anything else is work.
         let f: syn::ItemFn =
             syn::parse_str("fn f() {\n let resp = acquire();\n upload(resp, rows);\n Ok(())\n}")
                 .unwrap();
-        assert!(works_after(&f.block, (2, 30), &lock));
+        assert!(works_after(&f.block, (2, 30), &lock, &LockCalls::default()));
     }
 
     #[test]

@@ -332,6 +332,7 @@ fn analyze_fn<'a>(
         first_site: 0,
         in_return: 0,
         returned: HashSet::new(),
+        returned_types: Vec::new(),
         returned_sites: Vec::new(),
         value_exprs: HashSet::new(),
         scoped_results: HashSet::new(),
@@ -641,6 +642,9 @@ pub(super) struct Walker<'a, 'c> {
     in_return: usize,
     /// Identifiers in `return` and tail expressions: values the function hands back.
     returned: HashSet<String>,
+    /// The program's own types of the locals handed back (`lock` of `return Ok(lock as
+    /// Box<dyn Send>)`, bound to `Box::new(RedisLock { .. })`): what an opaque return type is.
+    returned_types: Vec<String>,
     /// Sites whose value is returned directly.
     returned_sites: Vec<usize>,
     /// The expressions whose value is the function's: the tail expression, or each branch's
@@ -1268,7 +1272,15 @@ impl<'a, 'c> Walker<'a, 'c> {
             ttl: m.ttl,
             failure,
             fencing: m.fencing,
-            release: m.release.unwrap_or(pack.release),
+            // A session lock's guard leaked on the way out (`lock.acquire(conn).await?.leak()`)
+            // releases nothing when dropped: the lock stays with the connection's session.
+            release: {
+                use crate::packs::ReleaseStyle::{Guard, Session};
+                match m.release.unwrap_or(pack.release) {
+                    Guard if pack.release == Session && leaks(outward) => Session,
+                    style => style,
+                }
+            },
             scoped: m.scoped,
             consensus: m.consensus.unwrap_or(pack.consensus),
             backend: m.backend,
@@ -1453,6 +1465,20 @@ impl<'a, 'c> Walker<'a, 'c> {
         }
     }
 
+    /// `e` is handed back by the function: its names, and the program's types of its locals.
+    fn hand_back(&mut self, e: &Expr) {
+        let names = returned_names(e);
+        for n in &names {
+            if let Some(t) = self.lookup(n).and_then(|l| l.ty.as_ref()) {
+                let t = &t.peeled().path;
+                if t.starts_with("crate::") && !self.returned_types.contains(t) {
+                    self.returned_types.push(t.clone());
+                }
+            }
+        }
+        self.returned.extend(names);
+    }
+
     fn marker(&mut self, kind: MarkerKind, span: Span) {
         let target_loop = match kind {
             MarkerKind::Exit("break" | "continue") | MarkerKind::Diverges("break" | "continue") => {
@@ -1557,7 +1583,23 @@ impl<'a, 'c> Walker<'a, 'c> {
             .method
             .as_ref()
             .is_some_and(|(owner, m)| self.cx.index.traits_defining(owner, m).len() > 1);
+        // The lock calls besides acquisitions (an expiry set on the key just taken, its delete
+        // when that fails): finishing an acquisition, not work under it.
+        let ops: Vec<Span> = self
+            .events
+            .iter()
+            .filter(|e| {
+                use crate::packs::CallKind::*;
+                matches!(e.kind, Renew | Release | KeepAlive)
+            })
+            .map(|e| e.span)
+            .collect();
         for (idx, h) in std::mem::take(&mut self.holdings) {
+            let key_expr = self.out.sites[idx].key_expr.clone();
+            let own = summary::LockCalls {
+                spans: &ops,
+                key: key_expr.as_deref(),
+            };
             let site = &self.out.sites[idx];
             let mut r = region::compute_with(site.span, &h, &facts, site.pack, site.sql);
             // Where an acquire function's work would run under the lock: in the success arm of a
@@ -1601,7 +1643,8 @@ impl<'a, 'c> Walker<'a, 'c> {
             // handle, whatever else the function read under the lock to fill it.
             let key_in_handle = !h.handle
                 && r.release.is_none()
-                && self.ret.as_ref().is_some_and(summary::lock_named_own_type)
+                && (self.ret.as_ref().is_some_and(summary::lock_named_own_type)
+                    || returns_assoc_lock(&self.sig.output))
                 && flow.as_ref().is_some_and(|f| {
                     self.key_names
                         .get(&region::start_of(site.span))
@@ -1609,6 +1652,11 @@ impl<'a, 'c> Walker<'a, 'c> {
                             f.roots(k)
                                 .iter()
                                 .any(|n| (n != "self" || consumed) && self.returned.contains(n))
+                                // …or the key itself, moved into the value handed back
+                                // (`Box::new(RedisLock { key: lock_key, .. })`).
+                                || f.roots(&self.returned)
+                                    .iter()
+                                    .any(|n| n != "self" && k.contains(n))
                         })
                 });
             // Handed back only as a report made from it (`Runtime { leader: lease.is_some() }`)
@@ -1622,7 +1670,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             // Released here, the lock is not what goes back: a value made from it then is the
             // work's result (`let out = drain(lock.cursor).await; lock.unlock(..).await?; out`).
             let names_returned = !values.is_empty() && r.release.is_none()
-                || !reports.is_empty() && !summary::works_after(body, r.start, &h.names);
+                || !reports.is_empty() && !summary::works_after(body, r.start, &h.names, &own);
             let returned = self.returned_sites.contains(&idx)
                 || (!self.scoped_results.contains(&idx)
                     && (names_returned || key_returned || key_in_handle));
@@ -1653,7 +1701,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     })
                 };
                 (rounds.is_empty() || kept_across_rounds())
-                    && !summary::works_after(body, end, &HashSet::new())
+                    && !summary::works_after(body, end, &HashSet::new(), &own)
             });
             // Taken at the function's own level, not inside a closure or task of it.
             let at_fn_level = !self
@@ -1708,7 +1756,12 @@ impl<'a, 'c> Walker<'a, 'c> {
             let thin = self.out.sites[idx].scoped
                 && self.out.sites[idx].via.is_none()
                 && at_fn_level
-                && !summary::works_after(body, region::end_of(self.out.sites[idx].span), &h.names);
+                && !summary::works_after(
+                    body,
+                    region::end_of(self.out.sites[idx].span),
+                    &h.names,
+                    &own,
+                );
             // A function that never returns, holding the lock to the end: it takes the lock
             // once before an endless loop that keeps it alive (`lock(..)?; loop { sleep;
             // extend }`), or takes or renews it every round without releasing it and tells its
@@ -1777,10 +1830,15 @@ impl<'a, 'c> Walker<'a, 'c> {
                     _ => crate::packs::Returns::Value,
                 };
                 // `-> Option<impl Drop>` names no type but says how the value is released.
-                let returns_type = ret
-                    .map(|t| t.peeled())
-                    .filter(|t| t.path.contains("::") || t.path == "Drop")
-                    .map(|t| t.path.clone());
+                // `-> Result<Self::Guard, E>` names the trait's: the value handed back says
+                // which type it is here (`Box::new(RedisLock { .. })`), when it is one.
+                let returns_type = match &self.returned_types[..] {
+                    [own] if returns_assoc_lock(&self.sig.output) => Some(own.clone()),
+                    _ => ret
+                        .map(|t| t.peeled())
+                        .filter(|t| t.path.contains("::") || t.path == "Drop")
+                        .map(|t| t.path.clone()),
+                };
                 // A lock type of the code's own (a struct holding the key) is a handle even
                 // around a reply-only primitive; the reply itself is not, nor an enum of the
                 // code's that says how it went (`SetnxReply::KeySet`).
@@ -1798,6 +1856,14 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .and_then(|f| {
                         summary::reported_held(f, self.key_names.get(&region::start_of(site.span)))
                     });
+                // Which argument is the key, also of a wrapper handing back the reply (`->
+                // Result<SetnxReply>`) or a handle: its callers' key expressions name the lock.
+                let key_arg = flow.as_ref().and_then(|f| {
+                    summary::key_arg(
+                        summary::reported_held(f, self.key_names.get(&region::start_of(site.span)))
+                            .as_ref(),
+                    )
+                });
                 // A report of a lock left held says whether it was taken (`Result<bool>`).
                 let returns = if held.is_some() {
                     summary::reported(ret)
@@ -1829,7 +1895,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     // A lock type of the code's own (a struct holding the key) is a handle
                     // even around a reply-only primitive; the reply itself is not.
                     handle: h.handle || own_type,
-                    key_arg: summary::key_arg(held.as_ref()),
+                    key_arg: summary::key_arg(held.as_ref()).or(key_arg),
                     held,
                     sql_arg: None,
                     script_arg: None,
@@ -1862,6 +1928,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     self.key_names
                         .get(&region::start_of(self.out.sites[idx].span)),
                     body,
+                    &own,
                 )
             {
                 let pipeline = self.pipe_via(Some(flow), idx);
@@ -1930,6 +1997,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     body,
                     arm_start.unwrap_or(self.out.sites[idx].region.start),
                     &h.names,
+                    &own,
                 )
             {
                 // Another branch of an acquire helper already summarised (`create` when the
@@ -2237,7 +2305,13 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
         self.scopes.push(HashMap::new());
         // A branch that ends by leaving (not the function's own body, whose end is the end).
         if self.block_ends.len() > 1
-            && let Some(how) = b.stmts.last().and_then(leaves)
+            && let Some(how) = b.stmts.last().and_then(leaves).or_else(|| {
+                // A branch answering that the attempt failed (`Err(e) => { conn.del(key).await;
+                // false }`): what it releases is that failed path's cleanup, not the release of
+                // the lock the other paths keep.
+                matches!(b.stmts.last(), Some(Stmt::Expr(e, None)) if super::failure::failure_value(e))
+                    .then_some("fails")
+            })
         {
             self.marker(MarkerKind::Diverges(how), Span::of_block(b));
         }
@@ -2351,7 +2425,7 @@ impl<'a> Visit<'a> for Walker<'a, '_> {
                     }
                     if tail_of_fn {
                         self.escape_if_name(e);
-                        self.returned.extend(returned_names(e));
+                        self.hand_back(e);
                         // `loop { … break Ok(lock) }` as the function's value: its breaks return.
                         if matches!(e, Expr::Loop(_)) {
                             self.value_loop = Some(Span::of(e));
@@ -2722,7 +2796,7 @@ impl<'a> Walker<'a, '_> {
                     self.escape_if_name(x);
                     let returns = self.closure_depth == self.forwarded_depth;
                     if returns {
-                        self.returned.extend(returned_names(x));
+                        self.hand_back(x);
                         self.in_return += 1;
                     }
                     self.visit_expr(x);
@@ -2743,7 +2817,7 @@ impl<'a> Walker<'a, '_> {
                         && self.value_loop.is_some()
                         && self.loops.last() == self.value_loop.as_ref();
                     if returns {
-                        self.returned.extend(returned_names(x));
+                        self.hand_back(x);
                         self.in_return += 1;
                     }
                     self.visit_expr(x);
@@ -3874,6 +3948,33 @@ fn closure_value(e: &Expr) -> Option<&Expr> {
     }
 }
 
+/// The acquisition's guard given up on the way out: `.leak()` (sqlx's advisory lock guard hands
+/// its connection back and queues no unlock).
+fn leaks(outward: &[&Expr]) -> bool {
+    outward
+        .iter()
+        .any(|e| matches!(e, Expr::MethodCall(m) if m.method == "leak" && m.args.is_empty()))
+}
+
+/// `-> Result<Self::Guard, E>`: the trait's associated type named for a lock (the impl may make
+/// it `Box<dyn Send>`), so what goes back is the lock's handle.
+fn returns_assoc_lock(output: &syn::ReturnType) -> bool {
+    struct Find(bool);
+    impl<'a> Visit<'a> for Find {
+        fn visit_type_path(&mut self, p: &'a syn::TypePath) {
+            let segs = &p.path.segments;
+            if p.qself.is_none() && segs.len() == 2 && segs[0].ident == "Self" {
+                let name = format!("crate::{}", segs[1].ident);
+                self.0 |= summary::lock_named_own_type(&Ty::simple(name));
+            }
+            syn::visit::visit_type_path(self, p);
+        }
+    }
+    let mut f = Find(false);
+    f.visit_return_type(output);
+    f.0
+}
+
 fn returned_names(e: &Expr) -> HashSet<String> {
     let mut out = HashSet::new();
     let tail = |b: &syn::Block| match b.stmts.last() {
@@ -3905,6 +4006,8 @@ fn returned_names(e: &Expr) -> HashSet<String> {
         Expr::Tuple(t) => t.elems.iter().for_each(|x| out.extend(returned_names(x))),
         Expr::Array(t) => t.elems.iter().for_each(|x| out.extend(returned_names(x))),
         Expr::Paren(p) => out.extend(returned_names(&p.expr)),
+        // `lock as Box<dyn Send>`: the same value, under a trait object.
+        Expr::Cast(c) => out.extend(returned_names(&c.expr)),
         // A report made from the reply (`resp == SetnxReply::KeySet`, `!taken`).
         Expr::Binary(b) => {
             out.extend(returned_names(&b.left));
