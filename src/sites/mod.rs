@@ -158,6 +158,8 @@ pub struct Site {
     /// The guard the call returns, whose drop gives the lock back, is dropped where it is
     /// taken (`lock.acquire(conn).await?;`, `let _ = …`): held for no work at all.
     pub guard_dropped: bool,
+    /// The guard given up on the way out (`.leak()`): the lock stays with its session.
+    pub leaked: bool,
     /// A transaction lock whose transaction the function ends (`tx.commit()`) right after it,
     /// before any work: the call that ends it.
     pub txn_ended: Option<String>,

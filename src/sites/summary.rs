@@ -158,7 +158,7 @@ pub(super) fn held_after(
     // releases before it returns: neither stays held after the function.
 
     if site.region.release.is_some()
-        || site.release == crate::packs::ReleaseStyle::Guard
+        || site.release == crate::packs::ReleaseStyle::Guard && !site.leaked
         || works_after(body, from, names, ops)
     {
         return None;
@@ -168,7 +168,7 @@ pub(super) fn held_after(
     }
     // A session lock (SQL, or a typed call whose guard was leaked) lives on in the connection
     // the caller lent.
-    if site.sql || site.release == crate::packs::ReleaseStyle::Session {
+    if site.sql || site.leaked {
         return (!flow.params.is_empty() || flow.has_receiver).then_some(Held::Session);
     }
     match key {

@@ -532,6 +532,17 @@ fn param_index(sig: &syn::Signature, name: &str) -> Option<usize> {
         .position(|pt| single_name(&pt.pat).is_some_and(|n| n == name))
 }
 
+/// A parameter of that name taken by value (`client: Client`), not borrowed.
+fn param_by_value(sig: &syn::Signature, name: &str) -> bool {
+    sig.inputs.iter().any(|a| match a {
+        syn::FnArg::Typed(pt) => {
+            single_name(&pt.pat).is_some_and(|n| n == name)
+                && !matches!(&*pt.ty, syn::Type::Reference(_))
+        }
+        syn::FnArg::Receiver(_) => false,
+    })
+}
+
 /// A local variable: its type when known, and its initialiser for value evaluation.
 #[derive(Clone)]
 struct Local<'a> {
@@ -1274,13 +1285,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             fencing: m.fencing,
             // A session lock's guard leaked on the way out (`lock.acquire(conn).await?.leak()`)
             // releases nothing when dropped: the lock stays with the connection's session.
-            release: {
-                use crate::packs::ReleaseStyle::{Guard, Session};
-                match m.release.unwrap_or(pack.release) {
-                    Guard if pack.release == Session && leaks(outward) => Session,
-                    style => style,
-                }
-            },
+            release: m.release.unwrap_or(pack.release),
             scoped: m.scoped,
             consensus: m.consensus.unwrap_or(pack.consensus),
             backend: m.backend,
@@ -1297,6 +1302,11 @@ impl<'a, 'c> Walker<'a, 'c> {
             command,
             expire_after,
             guard_dropped,
+            // A session lock's guard leaked on the way out (`lock.acquire(conn).await?.leak()`)
+            // releases nothing when dropped: the lock stays with the connection's session.
+            leaked: m.drop_releases
+                && pack.release == crate::packs::ReleaseStyle::Session
+                && leaks(outward),
             txn_ended: None,
         });
     }
@@ -1659,6 +1669,15 @@ impl<'a, 'c> Walker<'a, 'c> {
                                     .any(|n| n != "self" && k.contains(n))
                         })
                 });
+            // A session lock lives in its connection: a connection taken by value and handed
+            // back in the program's lock type (`Ok(Some(Self { client, lock_key }))` after
+            // `client.query_one("SELECT pg_try_advisory_lock($1)", ..)`) hands the lock back.
+            let session_in_handle = site.sql
+                && site.release == crate::packs::ReleaseStyle::Session
+                && r.release.is_none()
+                && self.ret.as_ref().is_some_and(summary::lock_named_own_type)
+                && self.returned.iter().any(|n| param_by_value(self.sig, n));
+            let key_in_handle = key_in_handle || session_in_handle;
             // Handed back only as a report made from it (`Runtime { leader: lease.is_some() }`)
             // by a function that goes on working under the lock: the lock's user, not a wrapper.
             let carried = self.carried.get(&idx);
@@ -1920,6 +1939,9 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .wrappers
                     .iter()
                     .any(|w| w.canonical == self.canonical)
+                // A handle of the program's own (a lock type owning its connection) holds the
+                // lock, not the session it was taken on: dropped here, it is given back here.
+                && !(h.handle && self.out.sites[idx].via.is_some())
                 && let Some(held) = summary::held_after(
                     flow,
                     &self.out.sites[idx],
