@@ -1939,9 +1939,10 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .wrappers
                     .iter()
                     .any(|w| w.canonical == self.canonical)
-                // A handle of the program's own (a lock type owning its connection) holds the
-                // lock, not the session it was taken on: dropped here, it is given back here.
-                && !(h.handle && self.out.sites[idx].via.is_some())
+                // A session lock's handle of the program's own (a lock type owning its
+                // connection) holds the lock, not the session it was taken on: dropped here, it
+                // is given back here.
+                && !(h.handle && self.out.sites[idx].via.is_some() && self.out.sites[idx].sql)
                 && let Some(held) = summary::held_after(
                     flow,
                     &self.out.sites[idx],
