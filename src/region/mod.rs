@@ -319,8 +319,8 @@ impl<'a> Facts<'a> {
 
     /// The innermost branch around `p`, inside the region of `h` (opened after `start`, closed
     /// before the lock's scope ends), that leaves the lock's flow: by `return`, by answering
-    /// that the attempt failed, or by `break`/`continue` of a loop around the acquisition. A release there is that path's; the
-    /// region goes on after the branch.
+    /// that the attempt failed, or by `break`/`continue` of a loop around the acquisition. A
+    /// release there is that path's; the region goes on after the branch.
     fn leaving_branch(&self, h: &Holding, start: Pos, p: Pos) -> Option<Pos> {
         // A branch that is the lock's whole scope (`if let Some(l) = try_lock() { …; unlock;
         // return }`) leaves nothing after it.

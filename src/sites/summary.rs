@@ -156,7 +156,6 @@ pub(super) fn held_after(
 ) -> Option<Held> {
     // A guard that is not handed back is released when it drops, and a scoped wrapper's call
     // releases before it returns: neither stays held after the function.
-
     if site.region.release.is_some()
         || site.release == crate::packs::ReleaseStyle::Guard && !site.leaked
         || works_after(body, from, names, ops)

@@ -1283,8 +1283,6 @@ impl<'a, 'c> Walker<'a, 'c> {
             ttl: m.ttl,
             failure,
             fencing: m.fencing,
-            // A session lock's guard leaked on the way out (`lock.acquire(conn).await?.leak()`)
-            // releases nothing when dropped: the lock stays with the connection's session.
             release: m.release.unwrap_or(pack.release),
             scoped: m.scoped,
             consensus: m.consensus.unwrap_or(pack.consensus),
@@ -1876,7 +1874,8 @@ impl<'a, 'c> Walker<'a, 'c> {
                         summary::reported_held(f, self.key_names.get(&region::start_of(site.span)))
                     });
                 // Which argument is the key, also of a wrapper handing back the reply (`->
-                // Result<SetnxReply>`) or a handle: its callers' key expressions name the lock.
+                // Result<SetnxReply>`) or a handle (where `held` is not asked): its callers' key
+                // expressions name the lock.
                 let key_arg = flow.as_ref().and_then(|f| {
                     summary::key_arg(
                         summary::reported_held(f, self.key_names.get(&region::start_of(site.span)))
@@ -1914,7 +1913,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     // A lock type of the code's own (a struct holding the key) is a handle
                     // even around a reply-only primitive; the reply itself is not.
                     handle: h.handle || own_type,
-                    key_arg: summary::key_arg(held.as_ref()).or(key_arg),
+                    key_arg,
                     held,
                     sql_arg: None,
                     script_arg: None,
