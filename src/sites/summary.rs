@@ -547,15 +547,7 @@ pub(super) fn works_after(
         /// the call's span may be any link of the chain (`cmd("EXPIRE")` of `redis::cmd(
         /// "EXPIRE").arg(key).query_async(..)`).
         fn op_chain(&self, m: &syn::ExprMethodCall) -> bool {
-            let mut root = &*m.receiver;
-            while let Expr::MethodCall(syn::ExprMethodCall { receiver: r, .. })
-            | Expr::Await(syn::ExprAwait { base: r, .. })
-            | Expr::Try(syn::ExprTry { expr: r, .. })
-            | Expr::Field(syn::ExprField { base: r, .. }) = root
-            {
-                root = r;
-            }
-            let root = match root {
+            let root = match chain_base(&m.receiver) {
                 Expr::Call(c) => &*c.func,
                 other => other,
             };
@@ -772,14 +764,20 @@ fn returns_after(body: &syn::Block, from: Pos) -> Option<Pos> {
 }
 
 fn chain_root(e: &Expr) -> Option<String> {
+    plain_name(chain_base(e))
+}
+
+/// What a method chain starts from, through awaits, `?`, borrows and fields (`redis::cmd(
+/// "EXPIRE")` of `redis::cmd("EXPIRE").arg(key).query_async(..).await`).
+fn chain_base(e: &Expr) -> &Expr {
     match e {
-        Expr::MethodCall(m) => chain_root(&m.receiver),
-        Expr::Await(a) => chain_root(&a.base),
-        Expr::Try(t) => chain_root(&t.expr),
-        Expr::Paren(p) => chain_root(&p.expr),
-        Expr::Reference(r) => chain_root(&r.expr),
-        Expr::Field(f) => chain_root(&f.base),
-        other => plain_name(other),
+        Expr::MethodCall(m) => chain_base(&m.receiver),
+        Expr::Await(a) => chain_base(&a.base),
+        Expr::Try(t) => chain_base(&t.expr),
+        Expr::Paren(p) => chain_base(&p.expr),
+        Expr::Reference(r) => chain_base(&r.expr),
+        Expr::Field(f) => chain_base(&f.base),
+        other => other,
     }
 }
 

@@ -1867,21 +1867,14 @@ impl<'a, 'c> Walker<'a, 'c> {
                             .is_enum(&crate::model::Ty::simple(t.to_string()))
                 });
                 // A returned report (a boolean, the reply) leaves the lock where it was taken.
-                let held = flow
-                    .as_ref()
-                    .filter(|_| returns_type.is_none() && !scoped)
-                    .and_then(|f| {
-                        summary::reported_held(f, self.key_names.get(&region::start_of(site.span)))
-                    });
+                let reported = flow.as_ref().and_then(|f| {
+                    summary::reported_held(f, self.key_names.get(&region::start_of(site.span)))
+                });
                 // Which argument is the key, also of a wrapper handing back the reply (`->
                 // Result<SetnxReply>`) or a handle (where `held` is not asked): its callers' key
                 // expressions name the lock.
-                let key_arg = flow.as_ref().and_then(|f| {
-                    summary::key_arg(
-                        summary::reported_held(f, self.key_names.get(&region::start_of(site.span)))
-                            .as_ref(),
-                    )
-                });
+                let key_arg = summary::key_arg(reported.as_ref());
+                let held = reported.filter(|_| returns_type.is_none() && !scoped);
                 // A report of a lock left held says whether it was taken (`Result<bool>`).
                 let returns = if held.is_some() {
                     summary::reported(ret)
