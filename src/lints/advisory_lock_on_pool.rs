@@ -16,6 +16,11 @@ use crate::sites::Fencing;
 /// back to the pool holding the lock. This is judged at the statement even inside a wrapper: no
 /// caller can see the connection.
 ///
+/// And flags a call of the program's own lock function that hands back such a connection inside
+/// its handle (`Ok(Guard { conn, key })` after `pool.acquire()` and `pg_try_advisory_lock`),
+/// when the caller drops the handle without releasing it and the handle's type has no `Drop`
+/// that unlocks: dropping gives the connection back to the pool with the lock on it.
+///
 /// ## Why it matters
 /// An advisory lock belongs to the session or the transaction that took it, and a pool runs each
 /// statement on whichever connection is free.
@@ -103,6 +108,24 @@ fn on_lent_connection(c: &Classified) -> Option<Violation> {
     let function = site.function.as_ref().map_or("the function", |f| {
         f.path.rsplit("::").next().unwrap_or(&f.path)
     });
+    // A wrapper's handle carrying the lent connection (`Guard { conn, key }`): dropped without
+    // its release, the connection goes back with the lock.
+    if site.via.is_some() {
+        let what = if conn == "_" {
+            "the value it hands back is dropped at once".to_string()
+        } else {
+            format!("`{conn}` is dropped at the end of `{function}`")
+        };
+        return Some(Violation {
+            span: site.span,
+            message: format!(
+                "`{}` hands back a session lock on a connection lent by a pool, and nothing releases it before {what}: dropping does not unlock, so the connection goes back to the pool still holding the lock, held for whoever uses it next",
+                site.api
+            ),
+            help: "call the handle's release on every path before it is dropped, or give the handle a `Drop` that unlocks (or closes its connection)".into(),
+            ..Default::default()
+        });
+    }
     Some(Violation {
         span: site.span,
         message: format!(

@@ -510,6 +510,10 @@ pub struct Inherited {
     pub pipeline: Option<crate::sites::PipeVia>,
     /// The primitive hands out a lock value; false for a reply about a key.
     pub handle: bool,
+    /// The value handed back carries the connection a pool lent, with the session lock on it
+    /// (`Guard { conn, key }` after `pool.acquire()`): unless its `Drop` unlocks, dropping it
+    /// gives the connection back to the pool still holding the lock.
+    pub lent: bool,
 }
 
 impl CallDef {
@@ -604,6 +608,7 @@ impl CallDef {
                 held: w.held.clone(),
                 pipeline: w.pipeline.clone(),
                 handle: w.handle,
+                lent: w.lent,
             }),
         }
     }

@@ -43,6 +43,8 @@ pub(super) struct Matched<'a> {
     pub pool: Option<String>,
     /// For SQL: the local holding a connection lent by a pool that the statement ran on.
     pub checkout: Option<String>,
+    /// A wrapper's call whose handle carries a pool-lent connection holding the lock.
+    pub lent_handle: bool,
     /// The call returns a lock value (handle or guard) rather than a reply about a key.
     pub handle: bool,
     /// The key is a prefix the store keeps the lock under (see `CallDef::key_is_prefix`).
@@ -98,6 +100,7 @@ impl<'a> Matched<'a> {
             sql: false,
             pool: None,
             checkout: None,
+            lent_handle: false,
             handle: false,
             key_is_prefix: false,
             release: None,
@@ -1256,6 +1259,8 @@ fn build<'a>(
         }
         m.fencing = info.fencing;
         m.sql = info.sql;
+        // A `Drop` that unlocks (the engine then says `Guard`) gives the connection back clean.
+        m.lent_handle = info.lent && def.release != Some(ReleaseStyle::Guard);
         m.backend = info.backend.clone();
         // A lock left in the store or in the receiver is known by its key argument or by the
         // receiver, never by the value the call returns.

@@ -134,6 +134,12 @@ pub struct Site {
     /// that the statement ran on, when the function neither hands that connection on nor
     /// closes it: it goes back to the pool at the end of the function.
     pub checkout: Option<String>,
+    /// For SQL: the connection a pool lent, holding this session lock, goes back to the caller
+    /// (returned, or inside the value returned): the caller's handle carries it.
+    pub lent_back: bool,
+    /// For a wrapper's call: the handle it hands back carries a connection a pool lent, with
+    /// the session lock on it, and dropping the handle does not unlock (see `Inherited::lent`).
+    pub lent_handle: bool,
     /// What happens while the lock is held.
     pub region: Region,
     /// For a call to a lock wrapper: the wrapper's path.
@@ -252,6 +258,8 @@ pub struct WrapperCandidate {
     /// The purpose the primitive's library declares for it (sqlx's migration lock): a helper
     /// that only runs it takes the same lock for the same reason.
     pub library_purpose: Option<(crate::directives::DeclaredPurpose, Option<String>)>,
+    /// The handle carries the connection a pool lent, holding the session lock.
+    pub lent: bool,
 }
 
 impl WrapperCandidate {

@@ -468,6 +468,7 @@ fn analyze_fn<'a>(
             origin: None,
             owner_checked: true,
             library_purpose: None,
+            lent: false,
         });
     }
 }
@@ -1290,6 +1291,8 @@ impl<'a, 'c> Walker<'a, 'c> {
             sql: m.sql,
             pool: m.pool,
             checkout: m.checkout,
+            lent_back: false,
+            lent_handle: m.lent_handle,
             region: Default::default(),
             via: m.via,
             via_origin: m.origin,
@@ -1578,13 +1581,29 @@ impl<'a, 'c> Walker<'a, 'c> {
                 self.out.sites[i].txn_ended = ended;
             }
         }
+        // A wrapper's handle carrying a lent connection is that connection here: known by the
+        // name it is bound to (none: dropped at once).
+        for (idx, h) in &self.holdings {
+            if !self.out.sites[*idx].lent_handle || self.out.sites[*idx].checkout.is_some() {
+                continue;
+            }
+            let back = h.names.iter().any(|n| self.returned.contains(n));
+            let kept = back || h.names.iter().any(|n| summary::connection_kept(body, n));
+            let site = &mut self.out.sites[*idx];
+            site.lent_back = back;
+            if !kept {
+                site.checkout = Some(h.names.iter().min().cloned().unwrap_or_else(|| "_".into()));
+            }
+        }
         // A lent connection handed on (returned, moved into a value or a call) or closed is no
-        // longer the pool's at the end of the function.
+        // longer the pool's at the end of the function; handed back, the caller holds it.
         for i in self.first_site..self.out.sites.len() {
-            if let Some(n) = self.out.sites[i].checkout.clone()
-                && (self.returned.contains(&n) || summary::connection_kept(body, &n))
-            {
-                self.out.sites[i].checkout = None;
+            if let Some(n) = self.out.sites[i].checkout.clone() {
+                let back = self.returned.contains(&n);
+                if back || summary::connection_kept(body, &n) {
+                    self.out.sites[i].checkout = None;
+                    self.out.sites[i].lent_back = back;
+                }
             }
         }
         let ambiguous = self
@@ -1830,6 +1849,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 let pipeline = self.pipe_via(flow.as_ref(), idx);
                 let in_place = self.cx.judged_in_place(self.out.sites[idx].span);
                 let library_purpose = self.out.sites[idx].library_purpose.clone();
+                let when_arg = self.arm_condition(flow.as_ref(), idx);
                 let site = &mut self.out.sites[idx];
                 site.wrapped = !in_place;
                 // (A function that never returns holds it for as long as its caller runs it.)
@@ -1912,10 +1932,11 @@ impl<'a, 'c> Walker<'a, 'c> {
                     script_arg: None,
                     pipeline,
                     forwards: None,
-                    when_arg: self.arm_condition(flow.as_ref(), idx),
+                    when_arg,
                     origin: None,
                     owner_checked: true,
                     library_purpose: library_purpose.clone(),
+                    lent: site.lent_back && !scoped,
                 });
             } else if returned || scoped {
                 // A second acquisition handed back by the same wrapper (another arm, another
@@ -2001,6 +2022,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     origin: None,
                     owner_checked: true,
                     library_purpose: library_purpose.clone(),
+                    lent: false,
                 });
             } else if at_fn_level
                 && self.out.sites[idx].region.release.is_none()
@@ -2126,6 +2148,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 // judged again at each call.
                 owner_checked: e.owner_checked || key_arg.is_none() || e.key_says_lock,
                 library_purpose: None,
+                lent: false,
             });
         }
         let has_lock_work = self.out.sites.len() > self.first_site || !self.events.is_empty();
