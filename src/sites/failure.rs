@@ -645,6 +645,33 @@ pub(super) fn is_failure_pattern(p: &Pat) -> bool {
     polarity(p) == Polarity::Failure
 }
 
+/// An arm that catches what an earlier arm's more specific success left (`Ok(_)` or `_` after
+/// `Ok(Value::Okay)`, `Some(_)` after `Some(true)`): the attempt's other answers, its failure.
+pub(super) fn catches_rest_of_success(earlier: &[&Pat], p: &Pat) -> bool {
+    fn variant(p: &Pat) -> Option<(String, &Pat)> {
+        match p {
+            Pat::TupleStruct(ts) if ts.elems.len() == 1 => ts
+                .path
+                .segments
+                .last()
+                .map(|s| (s.ident.to_string(), &ts.elems[0])),
+            _ => None,
+        }
+    }
+    let catch_all = |p: &Pat| matches!(p, Pat::Wild(_) | Pat::Ident(_));
+    let refined = |e: &Pat, name: Option<&str>| {
+        polarity(e) == Polarity::Success
+            && variant(e)
+                .is_some_and(|(n, inner)| name.is_none_or(|want| n == want) && !catch_all(inner))
+    };
+    match p {
+        Pat::Wild(_) => earlier.iter().any(|e| refined(e, None)),
+        _ => variant(p).is_some_and(|(name, inner)| {
+            catch_all(inner) && earlier.iter().any(|e| refined(e, Some(&name)))
+        }),
+    }
+}
+
 /// A variant of the program's own taken apart (`Acquisition::Owned(guard)`): neither the
 /// success nor the failure of an attempt, as far as the pattern says.
 pub(super) fn is_other_variant(p: &Pat) -> bool {

@@ -622,8 +622,11 @@ pub(super) fn works_after(
                     return;
                 }
                 Expr::Match(m) if self.tests_lock(&m.expr) => {
-                    for a in &m.arms {
-                        if !super::failure::is_failure_pattern(&a.pat) {
+                    for (i, a) in m.arms.iter().enumerate() {
+                        let earlier: Vec<&syn::Pat> = m.arms[..i].iter().map(|a| &a.pat).collect();
+                        if !super::failure::is_failure_pattern(&a.pat)
+                            && !super::failure::catches_rest_of_success(&earlier, &a.pat)
+                        {
                             self.derive(&m.expr, &a.pat);
                             self.visit_expr(&a.body);
                         }

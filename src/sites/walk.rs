@@ -1684,6 +1684,17 @@ impl<'a, 'c> Walker<'a, 'c> {
                                 || f.roots(&self.returned)
                                     .iter()
                                     .any(|n| n != "self" && k.contains(n))
+                                // …or both made from the same parameter (`let key = self
+                                // .resource_key(resource)`, `LockGuard::new(resource
+                                // .to_string(), token, ..)`).
+                                || {
+                                    let ingredients = f.roots(k);
+                                    f.roots(&self.returned).iter().any(|n| {
+                                        n != "self"
+                                            && self.params.contains(n)
+                                            && ingredients.contains(n)
+                                    })
+                                }
                         })
                 });
             // A session lock lives in its connection: a connection taken by value and handed
