@@ -514,6 +514,9 @@ pub(super) fn pat_names(p: &syn::Pat, out: &mut HashSet<String>) {
 pub(super) struct LockCalls<'a> {
     pub spans: &'a [Span],
     pub key: Option<&'a str>,
+    /// The lock is a row its claim's transaction writes: that transaction's `commit` finishes
+    /// the claim (the row persists), it is not work under the lock.
+    pub row: bool,
 }
 
 /// Does the function do work of its own after `from` (the end of an acquisition), beyond
@@ -585,6 +588,23 @@ pub(super) fn works_after(
             chain_root(inner).is_some_and(|r| self.of_lock(&r))
                 || start_of(span) < self.from && self.from <= end_of(span)
         }
+        /// A test that the attempt succeeded, on its reply bound earlier (`result.is_some()`,
+        /// `acquired`): not the acquisition itself, whose answer may mean either
+        /// (`if already_locked(..).await? { return Ok(()) }`).
+        fn tests_success(&self, cond: &Expr) -> bool {
+            let reply = match cond {
+                Expr::MethodCall(m)
+                    if m.args.is_empty()
+                        && matches!(m.method.to_string().as_str(), "is_some" | "is_ok") =>
+                {
+                    &*m.receiver
+                }
+                Expr::Path(_) => cond,
+                _ => return false,
+            };
+            start_of(Span::of(cond)) >= self.from
+                && super::walk::local_named(reply).is_some_and(|n| self.of_lock(&n))
+        }
         fn derive(&mut self, from: &Expr, pat: &syn::Pat) {
             if chain_root(from).is_some_and(|r| self.of_lock(&r)) {
                 pat_names(pat, &mut self.derived);
@@ -635,6 +655,10 @@ pub(super) fn works_after(
                 }
                 Expr::Match(m) => m.arms.iter().for_each(|a| self.derive(&m.expr, &a.pat)),
                 Expr::Let(l) => self.derive(&l.expr, &l.pat),
+                // The error handed back (`Err(LockError::internal(..))`) is built, not run.
+                Expr::Call(c) if matches!(&*c.func, Expr::Path(p) if p.path.is_ident("Err")) => {
+                    return;
+                }
                 Expr::Call(c) => {
                     // A tuple variant or struct (`MyError::Locked(key)`) is built, not run; a
                     // call made only of the lock's own value (`String::from_utf8_lossy(
@@ -665,6 +689,7 @@ pub(super) fn works_after(
                 {
                     return;
                 }
+                Expr::MethodCall(m) if self.ops.row && m.method == "commit" => {}
                 Expr::MethodCall(m) => {
                     let on_lock = chain_root(&m.receiver).is_some_and(|r| self.of_lock(&r));
                     // Bookkeeping in the receiver's own state (`self.state.store(1, SeqCst)`,
@@ -710,6 +735,23 @@ pub(super) fn works_after(
             }
         }
         fn visit_item(&mut self, _: &'ast syn::Item) {}
+        fn visit_block(&mut self, b: &'ast syn::Block) {
+            for s in &b.stmts {
+                self.visit_stmt(s);
+                if self.found {
+                    return;
+                }
+                // `if taken { tx.commit().await?; return Ok(()); }`: what follows in the block
+                // runs only when the attempt failed.
+                if let Stmt::Expr(Expr::If(i), _) = s
+                    && i.else_branch.is_none()
+                    && self.tests_success(&i.cond)
+                    && leaves_answering_success(&i.then_branch)
+                {
+                    return;
+                }
+            }
+        }
         fn visit_stmt(&mut self, s: &'ast Stmt) {
             // What only tests compile in (a stall seam after the lock) is no production work.
             if !super::test_code::is_test_stmt(s) {
@@ -725,13 +767,17 @@ pub(super) fn works_after(
         derived: HashSet::new(),
         ops,
     };
-    for s in &body.stmts {
-        if let Stmt::Item(_) = s {
-            continue;
-        }
-        w.visit_stmt(s);
-    }
+    w.visit_block(body);
     w.found
+}
+
+/// The block ends by returning a success (`…; return Ok(())`, not `return Ok(false)`).
+fn leaves_answering_success(b: &syn::Block) -> bool {
+    matches!(
+        b.stmts.last(),
+        Some(Stmt::Expr(Expr::Return(r), _))
+            if r.expr.as_deref().is_some_and(|e| !super::failure::failure_value(e))
+    )
 }
 
 /// The end of the `return` that ends the innermost block holding `from`, after it: what
@@ -1474,6 +1520,39 @@ mod tests {
             syn::parse_str("fn f() {\n let resp = acquire();\n upload(resp, rows);\n Ok(())\n}")
                 .unwrap();
         assert!(works_after(&f.block, (2, 30), &lock, &LockCalls::default()));
+    }
+
+    #[test]
+    fn what_runs_only_when_the_attempt_failed_is_no_work() {
+        let lock = set(&["result"]);
+        let row = LockCalls {
+            row: true,
+            ..LockCalls::default()
+        };
+        // The claim's transaction committed in the success branch, which returns; the holder
+        // looked up and an error built on the way out when it failed.
+        let claim = "fn f() {\n let result = claim();\n if result.is_some() { tx.commit().await?; return Ok(()); }\n let holder = lookup_holder(&mut *tx).await?;\n Err(LockError::held(id, holder))\n}";
+        let f: syn::ItemFn = syn::parse_str(claim).unwrap();
+        assert!(!works_after(&f.block, (2, 30), &lock, &row));
+        // A session or key lock's transaction ending is no claim finishing.
+        assert!(works_after(&f.block, (2, 30), &lock, &LockCalls::default()));
+        // A catch-all arm after the specific success arm is the failure.
+        let f: syn::ItemFn = syn::parse_str(
+            "fn f() {\n let result = set_nx();\n match result { Ok(Value::Okay) => return Ok(guard), Ok(_) => { let d = self.next_delay(n); sleep(d).await; } Err(e) => return Err(e) }\n}",
+        )
+        .unwrap();
+        assert!(!works_after(
+            &f.block,
+            (2, 30),
+            &lock,
+            &LockCalls::default()
+        ));
+        // The acquisition's own answer may mean either: what follows is work.
+        let f: syn::ItemFn = syn::parse_str(
+            "fn f() {\n if already_locked(key).await? { return Ok(()); }\n publish(key)\n}",
+        )
+        .unwrap();
+        assert!(works_after(&f.block, (2, 10), &lock, &LockCalls::default()));
     }
 
     #[test]

@@ -1626,6 +1626,9 @@ impl<'a, 'c> Walker<'a, 'c> {
             let own = summary::LockCalls {
                 spans: &ops,
                 key: key_expr.as_deref(),
+                row: self.cx.packs.lease_table.is_some_and(|pi| {
+                    self.cx.packs.packs[pi].pack.name == self.out.sites[idx].library
+                }),
             };
             let site = &self.out.sites[idx];
             let mut r = region::compute_with(site.span, &h, &facts, site.pack, site.sql);
