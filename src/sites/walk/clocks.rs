@@ -46,7 +46,11 @@ const LOCK_WORDS: [&str; 11] = [
 ];
 
 pub(super) fn says_lock(text: &str) -> bool {
-    let t = text.to_ascii_lowercase();
+    // `clock` and `block` spell `lock` without meaning one (`self.clock.now()`).
+    let t = text
+        .to_ascii_lowercase()
+        .replace("clock", "")
+        .replace("block", "");
     LOCK_WORDS.iter().any(|w| t.contains(w))
 }
 
@@ -84,7 +88,10 @@ impl Clocks<'_, '_, '_> {
             || self.tie.named
             || self.tie.first_op.is_some_and(|op| op <= at)
             || says_lock(text)
-            || names.iter().any(|n| self.tie.args.contains(n))
+            // (`self` is in every method's expressions: it ties nothing.)
+            || names
+                .iter()
+                .any(|n| n != "self" && self.tie.args.contains(n))
     }
 
     /// Keeps a reading once.
@@ -179,8 +186,14 @@ impl Clocks<'_, '_, '_> {
         let ty = self.w.type_of(&m.receiver)?;
         let owner = &ty.peeled().path;
         let method = m.method.to_string();
+        // A test double kept outside test code (`pub struct MockClock`, "for testing") is not
+        // what production runs: the real implementations decide.
         let reads = index.clock_fn(&format!("{owner}::{method}")) || {
-            let impls = index.implementors(owner, &method);
+            let impls: Vec<_> = index
+                .implementors(owner, &method)
+                .into_iter()
+                .filter(|t| !test_double(t))
+                .collect();
             !impls.is_empty()
                 && impls
                     .iter()
@@ -474,4 +487,25 @@ impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
     }
 
     fn visit_item(&mut self, _: &'ast syn::Item) {}
+}
+
+/// A type named as a test double (`MockClock`, `FakeClock`, `TestClock`, `FixedClock`).
+fn test_double(path: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "Mock",
+        "Fake",
+        "Stub",
+        "Test",
+        "Dummy",
+        "Fixed",
+        "Frozen",
+        "Manual",
+        "Controlled",
+        "Simulated",
+    ];
+    let name = path.rsplit("::").next().unwrap_or(path);
+    PREFIXES.iter().any(|p| {
+        name.strip_prefix(p)
+            .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_uppercase()))
+    })
 }
