@@ -347,7 +347,12 @@ impl<'ast> Visit<'ast> for Clocks<'_, '_, '_> {
                 && let Some(hit) = self.clock_in(&b.left).or_else(|| self.clock_in(&b.right))
                 && expiry_like(&idents_in(&init.expr), name.as_deref())
                 && self.concerns_lock(
-                    &idents_in(&init.expr),
+                    // The value's own name too: what the lock operation is then given
+                    // (`.bind(new_expires_at)`).
+                    &idents_in(&init.expr)
+                        .into_iter()
+                        .chain(name.clone())
+                        .collect(),
                     &format!(
                         "{} {}",
                         name.as_deref().unwrap_or(""),
