@@ -366,11 +366,50 @@ fn stale_publication(arms: &[syn::Arm], variant: Option<&str>) -> Option<String>
     if success.iter().any(|a| declares(&a.body, &target)) {
         return None;
     }
+    // A success arm that keeps the lock in a loop of its own and publishes `false` when that
+    // loop gives up (`Ok(false) => { tx.send(false); break }`) leaves nothing stale behind it.
+    if success.iter().any(|a| steps_down(&a.body, &target)) {
+        return None;
+    }
     let stays = |a: &&syn::Arm| !leaves_round(&a.body);
     failure
         .iter()
         .all(|a| stays(a) && !mentions(&a.body, &target))
         .then_some(target)
+}
+
+/// Does `e` publish `false` through `target` (`target.send(false)`, `target.store(false, ..)`)
+/// inside a loop of its own (the arm keeping the lock, stepping down when that loop gives up)?
+fn steps_down(e: &Expr, target: &str) -> bool {
+    struct Find<'t>(&'t str, bool, usize);
+    impl<'ast> syn::visit::Visit<'ast> for Find<'_> {
+        fn visit_expr_loop(&mut self, l: &'ast syn::ExprLoop) {
+            self.2 += 1;
+            syn::visit::visit_expr_loop(self, l);
+            self.2 -= 1;
+        }
+        fn visit_expr_while(&mut self, l: &'ast syn::ExprWhile) {
+            self.2 += 1;
+            syn::visit::visit_expr_while(self, l);
+            self.2 -= 1;
+        }
+        fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+            let is_false = |a: &Expr| matches!(a, Expr::Lit(syn::ExprLit { lit: syn::Lit::Bool(b), .. }) if !b.value);
+            if self.2 > 0
+                && publishing(&m.method.to_string())
+                && last_name(&m.receiver).as_deref() == Some(self.0)
+                && m.args.first().is_some_and(is_false)
+            {
+                self.1 = true;
+            }
+            syn::visit::visit_expr_method_call(self, m);
+        }
+        fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let mut f = Find(target, false, 0);
+    syn::visit::Visit::visit_expr(&mut f, e);
+    f.1
 }
 
 /// Does a `let` in `e` bind `name`?
