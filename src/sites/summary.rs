@@ -1524,7 +1524,10 @@ mod tests {
 
     #[test]
     fn what_runs_only_when_the_attempt_failed_is_no_work() {
-        let lock = set(&["result"]);
+        let works = |src: &str, from: Pos, ops: &LockCalls<'_>| {
+            let f: syn::ItemFn = syn::parse_str(src).unwrap();
+            works_after(&f.block, from, &set(&["result"]), ops)
+        };
         let row = LockCalls {
             row: true,
             ..LockCalls::default()
@@ -1532,27 +1535,16 @@ mod tests {
         // The claim's transaction committed in the success branch, which returns; the holder
         // looked up and an error built on the way out when it failed.
         let claim = "fn f() {\n let result = claim();\n if result.is_some() { tx.commit().await?; return Ok(()); }\n let holder = lookup_holder(&mut *tx).await?;\n Err(LockError::held(id, holder))\n}";
-        let f: syn::ItemFn = syn::parse_str(claim).unwrap();
-        assert!(!works_after(&f.block, (2, 30), &lock, &row));
+        assert!(!works(claim, (2, 30), &row));
         // A session or key lock's transaction ending is no claim finishing.
-        assert!(works_after(&f.block, (2, 30), &lock, &LockCalls::default()));
+        assert!(works(claim, (2, 30), &LockCalls::default()));
         // A catch-all arm after the specific success arm is the failure.
-        let f: syn::ItemFn = syn::parse_str(
-            "fn f() {\n let result = set_nx();\n match result { Ok(Value::Okay) => return Ok(guard), Ok(_) => { let d = self.next_delay(n); sleep(d).await; } Err(e) => return Err(e) }\n}",
-        )
-        .unwrap();
-        assert!(!works_after(
-            &f.block,
-            (2, 30),
-            &lock,
-            &LockCalls::default()
-        ));
+        let retry = "fn f() {\n let result = set_nx();\n match result { Ok(Value::Okay) => return Ok(guard), Ok(_) => { let d = self.next_delay(n); sleep(d).await; } Err(e) => return Err(e) }\n}";
+        assert!(!works(retry, (2, 30), &LockCalls::default()));
         // The acquisition's own answer may mean either: what follows is work.
-        let f: syn::ItemFn = syn::parse_str(
-            "fn f() {\n if already_locked(key).await? { return Ok(()); }\n publish(key)\n}",
-        )
-        .unwrap();
-        assert!(works_after(&f.block, (2, 10), &lock, &LockCalls::default()));
+        let either =
+            "fn f() {\n if already_locked(key).await? { return Ok(()); }\n publish(key)\n}";
+        assert!(works(either, (2, 10), &LockCalls::default()));
     }
 
     #[test]
