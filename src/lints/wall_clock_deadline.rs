@@ -13,8 +13,9 @@ use crate::config::RuleOptions;
 /// cached } }`). So does an injected clock: a function value whose type says it gives a time of
 /// day (`(self.now)()` on a `now: Arc<dyn Fn() -> DateTime<Utc>>`), or a clock trait's method
 /// every implementation of which outside test code reads the wall clock (`self.clock.now()`
-/// with `C: Clock`, `Arc<dyn Clock>`; test doubles named so, `MockClock` or `FakeClock`, aside). A reading handed to a function or method of the program
-/// that decides with it counts where it is read: one comparing that parameter with a deadline
+/// with `C: Clock`, `Arc<dyn Clock>`; test doubles named so, `MockClock` or `FakeClock`,
+/// aside). A reading handed to a function or method of the program that decides with it counts
+/// where it is read: one comparing that parameter with a deadline
 /// (`lease.is_expired_at(Utc::now())`), or, named for an expiry, adding a duration to it (`let
 /// now = Utc::now(); expires_at_with_ttl(now, ttl)`), or binding it into SQL that compares an
 /// expiry column with it or sets one from it (`claim_due(pool, me, Utc::now())` running

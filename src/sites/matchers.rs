@@ -2038,11 +2038,12 @@ fn match_sql<'a>(
             call_span
         };
         let mut found: Option<Matched<'a>> = None;
+        // What the statement is given (a renewal's `.bind(new_expires_at)`) is what the lock
+        // operation is given: `wall-clock-deadline` ties a reading to it.
+        let bound = bound_names(args, outward);
         for text in sql_texts(w, a, 0) {
             if let Some(mut m) = sql_match(w, &text, span, call_name, lease_key(args, outward)) {
-                // What the statement is given (a renewal's `.bind(new_expires_at)`) is what the
-                // lock operation is given: `wall-clock-deadline` ties a reading to it.
-                m.mentions.extend(bound_names(args, outward));
+                m.mentions.extend(bound.iter().cloned());
                 // Of SQL chosen at run time, the acquisition is what the statement may do.
                 let acquires = m.kind.is_acquisition();
                 if found.is_none() || acquires {
@@ -2434,8 +2435,6 @@ fn sql_match<'a>(
     })
 }
 
-/// The value a lease statement is keyed by: its first bound parameter (`.bind(name)` on the
-/// way out, or the first of tokio-postgres's `&[&name, ..]`).
 /// The names in the values a statement is run with: its `.bind(..)`s on the way out, and the
 /// parameters a call passes beside the text (`client.execute(sql, &[&key, &until])`).
 fn bound_names(args: &[&Expr], outward: &[&Expr]) -> HashSet<String> {
@@ -2453,6 +2452,8 @@ fn bound_names(args: &[&Expr], outward: &[&Expr]) -> HashSet<String> {
     out
 }
 
+/// The value a lease statement is keyed by: its first bound parameter (`.bind(name)` on the
+/// way out, or the first of tokio-postgres's `&[&name, ..]`).
 fn lease_key<'a>(args: &[&'a Expr], outward: &[&'a Expr]) -> Option<&'a Expr> {
     let bound = outward.iter().rev().find_map(|e| match e {
         Expr::MethodCall(m) if m.method == "bind" => m.args.first(),
