@@ -197,6 +197,11 @@ fn judge_state<'a>(
             Binding::Name(name) => follow(&name, state, rest, depth),
             Binding::Other => Failure::Handled,
         },
+        Use::IfLet { pat, then, .. }
+            if covers_both(&state, pat, |n| block_mentions(then, n)) && claims_block(&then.stmts) =>
+        {
+            Failure::Ignored { reason: both_reason(&state) }
+        }
         Use::IfLet { pat, then, els } => match polarity_with(pat, state.variant.as_deref()) {
             Polarity::Failure if !diverges_block(then) && els.is_none() && has_work(rest) => Failure::Ignored {
                 reason: "the failure branch neither returns nor propagates, and the code after it runs without the lock".into(),
@@ -232,6 +237,19 @@ fn judge_state<'a>(
             }
         }
         Use::Match { arms, bound, .. } => {
+            // `Ok(_) => leader.store(true)` with no `Ok(Enum::Acquired(..))` arm before it: the
+            // arm runs for "not acquired" too.
+            for a in arms.iter() {
+                if covers_both(&state, &a.pat, |n| super::walk::idents_in(&a.body).contains(n)) {
+                    if claims(&a.body) {
+                        return Failure::Ignored { reason: both_reason(&state) };
+                    }
+                    break;
+                }
+                if polarity_with(&a.pat, state.variant.as_deref()) == Polarity::Success {
+                    break;
+                }
+            }
             let failure_falls_through = arms
                 .iter()
                 .filter(|a| polarity_with(&a.pat, state.variant.as_deref()) != Polarity::Success)
@@ -281,6 +299,81 @@ fn judge_state<'a>(
             }
         }
     }
+}
+
+/// With a success variant still to test under a `Result`/`Option` (`Ok(LeaseLockResult::Acquired(..))`),
+/// does `Ok(_)`, `Ok(..)` or `Ok(unused)` match every answer, "not acquired" included?
+fn covers_both(state: &State, p: &Pat, used: impl FnOnce(&str) -> bool) -> bool {
+    if state.variant.is_none()
+        || state.layers.len() < 2
+        || state.layers.last() != Some(&Layer::Variant)
+    {
+        return false;
+    }
+    let Pat::TupleStruct(ts) = p else {
+        return false;
+    };
+    if !ts.path.is_ident("Ok") && !ts.path.is_ident("Some") || ts.elems.len() != 1 {
+        return false;
+    }
+    match &ts.elems[0] {
+        Pat::Wild(_) | Pat::Rest(_) => true,
+        Pat::Ident(pi) if pi.subpat.is_none() => !used(&pi.ident.to_string()),
+        _ => false,
+    }
+}
+
+fn both_reason(state: &State) -> String {
+    format!(
+        "a bare `Ok(..)` pattern also matches the answer saying the lock was not acquired (only `{}` says it was), and that branch goes on as the holder",
+        state.variant.as_deref().unwrap_or_default()
+    )
+}
+
+/// Does a branch act as the holder: work, or publish anything but `false`?
+fn claims(e: &Expr) -> bool {
+    match e {
+        Expr::Block(b) => claims_block(&b.block.stmts),
+        other => claims_block(&[Stmt::Expr(other.clone(), None)]),
+    }
+}
+
+fn claims_block(stmts: &[Stmt]) -> bool {
+    struct Find(bool);
+    impl<'ast> syn::visit::Visit<'ast> for Find {
+        fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+            let is_false = |a: &Expr| matches!(a, Expr::Lit(syn::ExprLit { lit: syn::Lit::Bool(b), .. }) if !b.value);
+            if publishing(&m.method.to_string()) && !m.args.first().is_some_and(is_false) {
+                self.0 = true;
+            }
+            syn::visit::visit_expr_method_call(self, m);
+        }
+        fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+        fn visit_item(&mut self, _: &'ast syn::Item) {}
+    }
+    let mut f = Find(false);
+    for s in stmts {
+        syn::visit::Visit::visit_stmt(&mut f, s);
+    }
+    f.0 || has_work(stmts)
+}
+
+/// Does a block read the name `n` (as a path or inside a macro)?
+fn block_mentions(b: &syn::Block, n: &str) -> bool {
+    b.stmts.iter().any(|s| match s {
+        Stmt::Local(l) => l
+            .init
+            .as_ref()
+            .is_some_and(|i| super::walk::idents_in(&i.expr).contains(n)),
+        Stmt::Expr(e, _) => super::walk::idents_in(e).contains(n),
+        Stmt::Macro(m) => m
+            .mac
+            .tokens
+            .to_string()
+            .split(|c: char| !c.is_alphanumeric() && c != '_')
+            .any(|w| w == n),
+        Stmt::Item(_) => false,
+    })
 }
 
 const LOST_QUIETLY: &str =
