@@ -14,7 +14,9 @@ use crate::sites::Fencing;
 /// in the function, when the function neither hands the connection on (returns it, moves it into
 /// a value or a call) nor closes it (`detach`): at the end of the function the connection goes
 /// back to the pool holding the lock. This is judged at the statement even inside a wrapper: no
-/// caller can see the connection.
+/// caller can see the connection. A helper that takes the lock on a connection its caller passes
+/// (`acquire_lock(&mut conn, key) -> Result<bool>`) is judged at the call, on the caller's
+/// connection.
 ///
 /// And flags a call of the program's own lock function that hands back such a connection inside
 /// its handle (`Ok(Guard { conn, key })` after `pool.acquire()` and `pg_try_advisory_lock`),
@@ -110,7 +112,7 @@ fn on_lent_connection(c: &Classified) -> Option<Violation> {
     });
     // A wrapper's handle carrying the lent connection (`Guard { conn, key }`): dropped without
     // its release, the connection goes back with the lock.
-    if site.via.is_some() {
+    if site.via.is_some() && site.lent_handle {
         let what = if conn == "_" {
             "the value it hands back is dropped at once".to_string()
         } else {

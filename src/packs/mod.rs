@@ -514,6 +514,8 @@ pub struct Inherited {
     /// (`Guard { conn, key }` after `pool.acquire()`): unless its `Drop` unlocks, dropping it
     /// gives the connection back to the pool still holding the lock.
     pub lent: bool,
+    /// The argument holding the connection a session lock stays on (`WrapperCandidate::session_arg`).
+    pub session_arg: Option<usize>,
 }
 
 impl CallDef {
@@ -609,6 +611,7 @@ impl CallDef {
                 pipeline: w.pipeline.clone(),
                 handle: w.handle,
                 lent: w.lent,
+                session_arg: w.session_arg,
             }),
         }
     }

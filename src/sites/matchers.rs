@@ -45,6 +45,8 @@ pub(super) struct Matched<'a> {
     pub checkout: Option<String>,
     /// A wrapper's call whose handle carries a pool-lent connection holding the lock.
     pub lent_handle: bool,
+    /// For SQL: the local or parameter the statement ran on (`fetch_one(&mut *conn)`).
+    pub session_on: Option<String>,
     /// The call returns a lock value (handle or guard) rather than a reply about a key.
     pub handle: bool,
     /// The key is a prefix the store keeps the lock under (see `CallDef::key_is_prefix`).
@@ -101,6 +103,7 @@ impl<'a> Matched<'a> {
             pool: None,
             checkout: None,
             lent_handle: false,
+            session_on: None,
             handle: false,
             key_is_prefix: false,
             release: None,
@@ -1262,6 +1265,12 @@ fn build<'a>(
         // A `Drop` that unlocks (the engine then says `Guard`) gives the connection back clean.
         m.lent_handle = info.lent && def.release != Some(ReleaseStyle::Guard);
         m.backend = info.backend.clone();
+        // A session lock left on the connection passed: a connection a pool lent goes back
+        // to the pool with it.
+        if let Some(conn) = info.session_arg.and_then(|i| args.get(i)) {
+            m.session_on = super::walk::local_named(conn);
+            m.checkout = m.session_on.clone().filter(|n| w.checkouts.contains(n));
+        }
         // A lock left in the store or in the receiver is known by its key argument or by the
         // receiver, never by the value the call returns.
         // …and so is a lock whose primitive only replies about a key (a wrapper returning
@@ -2352,9 +2361,8 @@ fn on_pool<'a>(
         .and_then(|e| w.type_of(e))
         .map(|t| t.peeled().path.clone())
         .filter(|p| pools.iter().any(|pool| pool == p));
-    found.checkout = executor
-        .and_then(super::walk::local_named)
-        .filter(|n| w.checkouts.contains(n));
+    found.session_on = executor.and_then(super::walk::local_named);
+    found.checkout = found.session_on.clone().filter(|n| w.checkouts.contains(n));
     found
 }
 

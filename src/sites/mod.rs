@@ -140,6 +140,8 @@ pub struct Site {
     /// For a wrapper's call: the handle it hands back carries a connection a pool lent, with
     /// the session lock on it, and dropping the handle does not unlock (see `Inherited::lent`).
     pub lent_handle: bool,
+    /// For SQL: the local or parameter holding the connection the statement ran on.
+    pub session_on: Option<String>,
     /// What happens while the lock is held.
     pub region: Region,
     /// For a call to a lock wrapper: the wrapper's path.
@@ -260,6 +262,9 @@ pub struct WrapperCandidate {
     pub library_purpose: Option<(crate::directives::DeclaredPurpose, Option<String>)>,
     /// The handle carries the connection a pool lent, holding the session lock.
     pub lent: bool,
+    /// For a wrapper leaving a session lock on a connection its caller passed: which argument
+    /// (receiver not counted) that connection is.
+    pub session_arg: Option<usize>,
 }
 
 impl WrapperCandidate {

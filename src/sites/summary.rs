@@ -348,6 +348,15 @@ pub(super) fn released(
     }
     let mut values: HashSet<String> = e.mentions.clone();
     values.remove("self");
+    // A lock value taken out of the receiver (`if let Some((_, lock)) = self.locks.remove(name)`)
+    // is the receiver's, even when the lookup is keyed by an argument; a lock passed in
+    // (`lock.release(&mut self.conn)`) is not.
+    if flow.has_receiver
+        && !values.iter().any(|v| flow.param_index(v).is_some())
+        && flow.roots(&values).contains("self")
+    {
+        return Some(Held::Receiver);
+    }
     if matches!(flow.source_of(&values), Some(Held::KeyArg(_))) {
         return None;
     }
@@ -754,7 +763,7 @@ pub(super) fn works_after(
         }
         fn visit_stmt(&mut self, s: &'ast Stmt) {
             // What only tests compile in (a stall seam after the lock) is no production work.
-            if !super::test_code::is_test_stmt(s) {
+            if !super::test_code::is_test_stmt(s) && !only_says(s) {
                 syn::visit::visit_stmt(self, s);
             }
         }
@@ -1012,7 +1021,29 @@ const PLUMBING_MACROS: &[&str] = &[
     "error",
     "trace",
     "event",
+    "println",
+    "eprintln",
+    "print",
+    "eprint",
+    "log",
 ];
+
+/// A statement that only says something (`say("lock acquired");`, `note(&format!(..));`): a
+/// call not awaited nor tried whose arguments are all text written in place.
+fn only_says(s: &Stmt) -> bool {
+    fn text(a: &Expr) -> bool {
+        match a {
+            Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(_),
+                ..
+            }) => true,
+            Expr::Reference(r) => text(&r.expr),
+            Expr::Macro(m) => m.mac.path.is_ident("format"),
+            _ => false,
+        }
+    }
+    matches!(s, Stmt::Expr(Expr::Call(c), Some(_)) if !c.args.is_empty() && c.args.iter().all(text))
+}
 
 /// The key expression a wrapper's call passes, without what only reborrows or converts it
 /// (`&key`, `key.as_str()`, `key.clone()`): `lock(&key)` and `unlock(key.as_str())` name one key.

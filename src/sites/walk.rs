@@ -469,6 +469,7 @@ fn analyze_fn<'a>(
             owner_checked: true,
             library_purpose: None,
             lent: false,
+            session_arg: None,
         });
     }
 }
@@ -1293,6 +1294,7 @@ impl<'a, 'c> Walker<'a, 'c> {
             checkout: m.checkout,
             lent_back: false,
             lent_handle: m.lent_handle,
+            session_on: m.session_on,
             region: Default::default(),
             via: m.via,
             via_origin: m.origin,
@@ -1909,8 +1911,18 @@ impl<'a, 'c> Walker<'a, 'c> {
                 // expressions name the lock.
                 let key_arg = summary::key_arg(reported.as_ref());
                 let held = reported.filter(|_| returns_type.is_none() && !scoped);
+                // A session lock reported on stays on the connection the caller passed.
+                let session_arg = site
+                    .session_on
+                    .as_deref()
+                    .filter(|_| {
+                        returns_type.is_none()
+                            && !scoped
+                            && site.release == crate::packs::ReleaseStyle::Session
+                    })
+                    .and_then(|n| flow.as_ref()?.param_index(n));
                 // A report of a lock left held says whether it was taken (`Result<bool>`).
-                let returns = if held.is_some() {
+                let returns = if held.is_some() || session_arg.is_some() {
                     summary::reported(ret)
                 } else {
                     returns
@@ -1951,6 +1963,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     owner_checked: true,
                     library_purpose: library_purpose.clone(),
                     lent: site.lent_back && !scoped,
+                    session_arg,
                 });
             } else if returned || scoped {
                 // A second acquisition handed back by the same wrapper (another arm, another
@@ -1999,6 +2012,12 @@ impl<'a, 'c> Walker<'a, 'c> {
                                 .is_enum(&crate::model::Ty::simple(t.path.clone()))
                     })
                     .map(|t| t.path.clone());
+                // A session lock left on a connection the caller passed: the caller's argument
+                // is the connection that holds it.
+                let session_arg = (held == summary::Held::Session)
+                    .then(|| self.out.sites[idx].session_on.as_deref())
+                    .flatten()
+                    .and_then(|n| flow.param_index(n));
                 let site = &mut self.out.sites[idx];
                 site.wrapped = !in_place;
                 // Left held for the caller (in the store, in `self`): released elsewhere.
@@ -2037,6 +2056,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     owner_checked: true,
                     library_purpose: library_purpose.clone(),
                     lent: false,
+                    session_arg,
                 });
             } else if at_fn_level
                 && self.out.sites[idx].region.release.is_none()
@@ -2163,6 +2183,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 owner_checked: e.owner_checked || key_arg.is_none() || e.key_says_lock,
                 library_purpose: None,
                 lent: false,
+                session_arg: None,
             });
         }
         let has_lock_work = self.out.sites.len() > self.first_site || !self.events.is_empty();
