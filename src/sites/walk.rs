@@ -2783,10 +2783,22 @@ impl<'a> Walker<'a, '_> {
                 if self.sig.asyncness.is_none() || super::failure::block_awaits_work(&f.body) {
                     self.marker(MarkerKind::Loop, Span::of_block(&f.body));
                 }
+                let held_before = self.holdings.len();
                 self.visit_expr(&f.expr);
                 let elem = self.element_type(&f.expr);
                 self.scopes.push(HashMap::new());
                 self.bind(&f.pat, None, elem);
+                // The rows a claim hands out, one per round (`for id in lease_jobs(..).await?`,
+                // `for job in claimed`): each is the lock's, renewed and released by it.
+                let mut each = Vec::new();
+                pattern_idents(&f.pat, &mut each);
+                for (_, h) in self.holdings.iter_mut().skip(held_before) {
+                    h.names.extend(each.iter().cloned());
+                }
+                let iterated = idents_in(&f.expr);
+                for n in &each {
+                    self.carry_into(n, &iterated, false);
+                }
                 self.loops.push(Span::of(e));
                 self.for_loops.push(true);
                 self.visit_block(&f.body);
