@@ -1889,11 +1889,26 @@ fn script_method<'a>(
         Some((eval::eval(a, w)?.as_f64()?, span))
     };
     let mut found = lua_event(pi, api, &effect, owner_checked, &values, span);
-    // The key, when it is one expression of the call (not inside a `vec!`).
-    found.key = def.key_arg.and_then(|i| args.get(i).copied()).filter(|k| {
-        !matches!(k, Expr::Macro(_) | Expr::Array(_) | Expr::Tuple(_))
-            && !matches!(k, Expr::Reference(r) if matches!(&*r.expr, Expr::Macro(_) | Expr::Array(_)))
-    });
+    // The key, one expression of the call, or the one element of a list of keys (`vec![key
+    // .clone()]`, `&[key]`, fred's `eval(script, vec![key], args)`).
+    found.key = def
+        .key_arg
+        .and_then(|i| args.get(i).copied())
+        .and_then(|k| {
+            let mut e = k;
+            while let Expr::Reference(r) = e {
+                e = &r.expr;
+            }
+            match e {
+                Expr::Macro(m) if m.mac.path.is_ident("vec") => {
+                    let keys = w.macro_exprs(&m.mac)?;
+                    (keys.len() == 1).then(|| &keys[0])
+                }
+                Expr::Array(a) => (a.elems.len() == 1).then(|| &a.elems[0]),
+                Expr::Macro(_) | Expr::Tuple(_) => None,
+                _ => Some(k),
+            }
+        });
     found.mentions = mentions_of(Some(receiver), args);
     Some(found)
 }
