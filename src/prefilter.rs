@@ -289,9 +289,10 @@ pub fn interesting_names<'a>(
 /// `SCREAMING_CASE` identifiers in a text's code: the constants it may read; `CamelCase` ones
 /// written with generic arguments (`Result<Lease>`): the generic aliases it may use, whose
 /// definitions (`type Result<T> = std::result::Result<T, Error>;`) decide what the arguments
-/// become, wherever in the crate they are; and functions called without arguments and not as
-/// methods (`unix_now()`, `time::now_ms()`), kept as `name()`: the program's clocks, whose files
-/// name nothing lock-related yet decide whether a deadline reads the wall clock.
+/// become, wherever in the crate they are; and functions called without arguments, not as
+/// methods unless named for time (`unix_now()`, `time::now_ms()`, `self.clock.now()`), kept as
+/// `name()`: the program's clocks, whose files name nothing lock-related yet decide whether a
+/// deadline reads the wall clock.
 pub fn constant_like(text: &str) -> HashSet<String> {
     let b = text.as_bytes();
     let mut out = HashSet::new();
@@ -317,7 +318,14 @@ pub fn constant_like(text: &str) -> HashSet<String> {
                     i += 1;
                 }
                 let method = s > 0 && b[s - 1] == b'.';
-                if !method && text[i..range.end].starts_with("()") {
+                // A method only when its name says time (`self.clock.now()` on an injected
+                // clock trait implemented in another file): `.clone()` and `.len()` are many.
+                let timely = |n: &str| {
+                    ["now", "time", "clock", "epoch"]
+                        .iter()
+                        .any(|w| n.contains(w))
+                };
+                if (!method || timely(&text[s..i])) && text[i..range.end].starts_with("()") {
                     out.insert(format!("{}()", &text[s..i]));
                 }
             } else {
@@ -463,10 +471,11 @@ mod tests {
     #[test]
     fn clock_helpers() {
         let c = constant_like(
-            "let exp = time::unix_now() + ttl; let n = self.now(); let x = helper(a); // stamp()",
+            "let exp = time::unix_now() + ttl; let n = self.now(); let l = v.len(); let x = helper(a); // stamp()",
         );
         assert!(c.contains("unix_now()"));
-        assert!(!c.contains("now()"), "a method is no free function");
+        assert!(c.contains("now()"), "a method named for time is a clock's");
+        assert!(!c.contains("len()"), "a method named for something else");
         assert!(!c.contains("helper()"), "called with an argument");
         assert!(!c.contains("stamp()"), "in a comment");
         let helpers = ClockHelpers::new(&c);
