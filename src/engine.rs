@@ -389,9 +389,17 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
                 // so each function changes at most once and the rounds end.
                 // A wrapper is a function of one library: a helper over two backends is one
                 // wrapper of each (see `sites::walk`).
+                // Likewise an acquire function first seen holding a lock nothing renews is seen
+                // again once a helper it calls is known to renew (a heartbeat it spawns): its
+                // callers' locks are renewed. `auto_renew` only goes from false to true.
                 let known = wrappers.get(root).is_some_and(|ws| {
                     ws.iter().any(|k| {
-                        k.same_function(w) && (k.kind.is_acquisition() || !w.kind.is_acquisition())
+                        k.same_function(w)
+                            && (k.kind.is_acquisition() || !w.kind.is_acquisition())
+                            && !(w.kind.is_acquisition()
+                                && k.kind.is_acquisition()
+                                && w.auto_renew
+                                && !k.auto_renew)
                     })
                 });
                 let listed = found
