@@ -334,28 +334,35 @@ fn both_reason(state: &State) -> String {
 fn claims(e: &Expr) -> bool {
     match e {
         Expr::Block(b) => claims_block(&b.block.stmts),
-        other => claims_block(&[Stmt::Expr(other.clone(), None)]),
+        other => {
+            let mut f = Publishes(false);
+            syn::visit::Visit::visit_expr(&mut f, other);
+            f.0 || expr_is_work(other)
+        }
     }
 }
 
 fn claims_block(stmts: &[Stmt]) -> bool {
-    struct Find(bool);
-    impl<'ast> syn::visit::Visit<'ast> for Find {
-        fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
-            let is_false = |a: &Expr| matches!(a, Expr::Lit(syn::ExprLit { lit: syn::Lit::Bool(b), .. }) if !b.value);
-            if publishing(&m.method.to_string()) && !m.args.first().is_some_and(is_false) {
-                self.0 = true;
-            }
-            syn::visit::visit_expr_method_call(self, m);
-        }
-        fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
-        fn visit_item(&mut self, _: &'ast syn::Item) {}
-    }
-    let mut f = Find(false);
+    let mut f = Publishes(false);
     for s in stmts {
         syn::visit::Visit::visit_stmt(&mut f, s);
     }
     f.0 || has_work(stmts)
+}
+
+/// Finds a publication of anything but `false` (`leader.store(true, ..)`, `tx.send(state)`).
+struct Publishes(bool);
+
+impl<'ast> syn::visit::Visit<'ast> for Publishes {
+    fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+        let is_false = |a: &Expr| matches!(a, Expr::Lit(syn::ExprLit { lit: syn::Lit::Bool(b), .. }) if !b.value);
+        if publishing(&m.method.to_string()) && !m.args.first().is_some_and(is_false) {
+            self.0 = true;
+        }
+        syn::visit::visit_expr_method_call(self, m);
+    }
+    fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+    fn visit_item(&mut self, _: &'ast syn::Item) {}
 }
 
 /// Does a block read the name `n` (as a path or inside a macro)?
