@@ -1859,31 +1859,11 @@ fn script_method<'a>(
             (e, o, format!("{method} {first}"))
         }
     };
-    // `vec![a, b]` is a macro: its elements are read (and evaluated) from its tokens.
-    let listed = |i: Option<usize>| -> Vec<Expr> {
-        let Some(e) = i.and_then(|i| args.get(i)) else {
-            return Vec::new();
-        };
-        let mut e = *e;
-        while let Expr::Reference(r) = e {
-            e = &r.expr;
-        }
-        match e {
-            Expr::Macro(m) if m.mac.path.is_ident("vec") => m
-                .mac
-                .parse_body_with(
-                    syn::punctuated::Punctuated::<Expr, syn::Token![,]>::parse_terminated,
-                )
-                .map(|p| p.into_iter().collect())
-                .unwrap_or_default(),
-            other => {
-                let mut out = Vec::new();
-                flatten_args(other, &mut out);
-                out.into_iter().cloned().collect()
-            }
-        }
-    };
-    let script_args = listed(def.args_arg);
+    let script_args = def
+        .args_arg
+        .and_then(|i| args.get(i))
+        .map(|a| listed(w, a))
+        .unwrap_or_default();
     let values = |i: usize| {
         let a = script_args.get(i)?;
         Some((eval::eval(a, w)?.as_f64()?, span))
@@ -1894,20 +1874,11 @@ fn script_method<'a>(
     found.key = def
         .key_arg
         .and_then(|i| args.get(i).copied())
-        .and_then(|k| {
-            let mut e = k;
-            while let Expr::Reference(r) = e {
-                e = &r.expr;
-            }
-            match e {
-                Expr::Macro(m) if m.mac.path.is_ident("vec") => {
-                    let keys = w.macro_exprs(&m.mac)?;
-                    (keys.len() == 1).then(|| &keys[0])
-                }
-                Expr::Array(a) => (a.elems.len() == 1).then(|| &a.elems[0]),
-                Expr::Macro(_) | Expr::Tuple(_) => None,
-                _ => Some(k),
-            }
+        .and_then(|k| match peel_refs(k) {
+            list @ Expr::Macro(m) if m.mac.path.is_ident("vec") => one(listed(w, list)),
+            list @ Expr::Array(_) => one(listed(w, list)),
+            Expr::Macro(_) | Expr::Tuple(_) => None,
+            _ => Some(k),
         });
     found.mentions = mentions_of(Some(receiver), args);
     Some(found)
@@ -2036,6 +2007,37 @@ fn match_script_command<'a>(
         consumed,
         span,
     ))
+}
+
+/// The expressions of a list argument (`vec![a, b]`, `&[a, b]`, a tuple), or the argument itself;
+/// `vec!` is a macro: its elements are read from its tokens and kept for the file.
+fn listed<'a>(w: &Walker<'a, '_>, e: &'a Expr) -> Vec<&'a Expr> {
+    match peel_refs(e) {
+        Expr::Macro(m) if m.mac.path.is_ident("vec") => w
+            .macro_exprs(&m.mac)
+            .map(|p| p.iter().collect())
+            .unwrap_or_default(),
+        other => {
+            let mut out = Vec::new();
+            flatten_args(other, &mut out);
+            out
+        }
+    }
+}
+
+/// The one element of a list, if it has one.
+fn one(list: Vec<&Expr>) -> Option<&Expr> {
+    match list[..] {
+        [e] => Some(e),
+        _ => None,
+    }
+}
+
+fn peel_refs(mut e: &Expr) -> &Expr {
+    while let Expr::Reference(r) = e {
+        e = &r.expr;
+    }
+    e
 }
 
 pub(super) fn flatten_args<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
