@@ -531,6 +531,7 @@ pub fn check(settings: &CheckSettings) -> Result<Outcome, ToolError> {
         }
     }
     clock.lap("analyse");
+    unlisted_gates(&mut slots, &jobs);
     let outputs: Vec<FileOutput> = slots.into_iter().flatten().collect();
     let failed = state
         .iter()
@@ -1713,9 +1714,13 @@ fn surface(slots: &[Option<FileOutput>], jobs: &[Job]) -> HashMap<usize, HashSet
         .enumerate()
         .flat_map(|(i, o)| {
             o.iter().flat_map(move |o| {
+                // (A set-if-absent of the caller's key stands for nothing until a call says
+                // lock: the call is the lowest.)
                 o.links
                     .iter()
-                    .map(move |l| origin_of(&jobs[i].crate_root, &l.0))
+                    .zip(&o.sites)
+                    .filter(|(_, s)| !(s.gated && s.wrapped))
+                    .map(move |(l, _)| origin_of(&jobs[i].crate_root, &l.0))
             })
         })
         .collect();
@@ -1733,7 +1738,11 @@ fn surface(slots: &[Option<FileOutput>], jobs: &[Job]) -> HashMap<usize, HashSet
                     .1
                     .as_deref()
                     .is_some_and(|via| reaches(via, &callers, slots, jobs, &reported, &mut memo));
-            if !s.wrapped || !(lowest || below_judged) || (s.test && !jobs[i].config.include_tests)
+            // A set-if-absent of the caller's key is a lock only where a call says so.
+            if !s.wrapped
+                || s.gated
+                || !(lowest || below_judged)
+                || (s.test && !jobs[i].config.include_tests)
             {
                 continue;
             }
@@ -1744,6 +1753,43 @@ fn surface(slots: &[Option<FileOutput>], jobs: &[Job]) -> HashMap<usize, HashSet
         }
     }
     out
+}
+
+/// Drops the set-if-absent primitives of the caller's key and value (`Site::key_gate`) that no
+/// call takes as a lock: a store's generic `add` that every caller uses as a cache is none.
+fn unlisted_gates(slots: &mut [Option<FileOutput>], jobs: &[Job]) {
+    let called: HashSet<Arc<str>> = slots
+        .iter()
+        .flatten()
+        .flat_map(|o| o.links.iter().filter_map(|l| l.1.clone()))
+        .collect();
+    for (i, slot) in slots.iter_mut().enumerate() {
+        let Some(o) = slot else { continue };
+        if !o.sites.iter().any(|s| s.gated) {
+            continue;
+        }
+        let keep: Vec<bool> = o
+            .sites
+            .iter()
+            .zip(&o.links)
+            .map(|(s, l)| {
+                !(s.gated && s.wrapped) || called.contains(&origin_of(&jobs[i].crate_root, &l.0))
+            })
+            .collect();
+        let dropped: HashSet<(usize, usize)> = o
+            .sites
+            .iter()
+            .zip(&keep)
+            .filter(|(_, k)| !**k)
+            .map(|(s, _)| (s.line, s.column))
+            .collect();
+        o.findings
+            .retain(|f| !dropped.contains(&(f.line, f.column)));
+        let mut k = keep.iter();
+        o.sites.retain(|_| *k.next().expect("one per site"));
+        let mut k = keep.iter();
+        o.links.retain(|_| *k.next().expect("one per link"));
+    }
 }
 
 struct FileOutput {
@@ -1972,6 +2018,7 @@ fn analyze_one(
             },
             wrapped: c.site.wrapped,
             test: tests.contains(c.site.span.line),
+            gated: c.site.key_gate.is_some(),
         })
         .collect();
     let links = classified

@@ -347,6 +347,7 @@ mod tests {
             renewal: crate::report::Renewal::None,
             wrapped: false,
             test: false,
+            gated: false,
         };
         let text = "fn run() {\n    let l = m.lock();\n}\n";
         let mut out = Vec::new();

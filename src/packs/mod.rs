@@ -338,6 +338,11 @@ pub struct CallDef {
     /// a lock (`fn try_acquire(&self, key: &str)`): then the function is the lock.
     #[serde(default)]
     pub when_lock_key: bool,
+    /// For a program's set-if-absent of its caller's key and value (see
+    /// `WrapperCandidate::key_gate`): the value's argument. A call whose key names no lock is
+    /// one still when this value is an owner's token, or its function is named for a lock.
+    #[serde(skip)]
+    pub value_arg: Option<usize>,
     /// The write is a lock only where something says so: a lock word in the builder chain's
     /// arguments (attribute names, the condition, the table: `"#lease = :prev"`,
     /// `attribute_not_exists(lock_name)`, `.item("owner", ..)`), or in the name of the function
@@ -546,7 +551,7 @@ impl CallDef {
             in_scope: Vec::new(),
             function,
             method,
-            key_arg: w.key_arg,
+            key_arg: w.key_gate.map(|(k, _)| k).or(w.key_arg),
             ttl_arg: w.ttl_arg.map(|(i, _)| i),
             ttl_unit: w.ttl_arg.map_or(TtlUnit::Ms, |(_, u)| u),
             ttl_field: None,
@@ -559,7 +564,8 @@ impl CallDef {
             when: w.when_arg.iter().map(|(_, v)| v.clone()).collect(),
             when_calls: Vec::new(),
             init_calls: Vec::new(),
-            when_lock_key: false,
+            when_lock_key: w.key_gate.is_some(),
+            value_arg: w.key_gate.map(|(_, v)| v),
             when_says_lock: false,
             key_method: None,
             key_is_prefix: false,

@@ -78,6 +78,10 @@ pub(super) struct Matched<'a> {
     /// acquisition (`if steal { spec.holder_identity = Some(me) }`): a call of the function
     /// passing `false` for it only renews.
     pub gate: Option<String>,
+    /// A call of the program's set-if-absent (see `WrapperCandidate::key_gate`) that nothing
+    /// names for a lock: one only when its reply decides whether work runs (`if !cache.add(..)?
+    /// { return }`), as a lock's does; a write whose reply is dropped or handed on is a cache's.
+    pub use_decides: bool,
 }
 
 impl<'a> Matched<'a> {
@@ -119,6 +123,7 @@ impl<'a> Matched<'a> {
             purpose: None,
             success_variant: None,
             gate: None,
+            use_decides: false,
         }
     }
 }
@@ -601,7 +606,9 @@ fn trait_in_scope(w: &Walker<'_, '_>, t: &str) -> bool {
 /// Options-builder conditions (`conditional_set(ExistenceCheck::NX)`, and the calls `when-calls`
 /// asks for).
 fn options_match(w: &Walker<'_, '_>, pack: usize, def: &CallDef, args: &[&Expr]) -> bool {
+    // (A set-if-absent of the program's is judged by its key, value and use: see `build`.)
     if def.when_lock_key
+        && def.value_arg.is_none()
         && let Some(i) = def.key_arg
         && !args.get(i).is_some_and(|k| lock_key(w, pack, def, k))
     {
@@ -730,6 +737,30 @@ fn lock_key(w: &Walker<'_, '_>, pack: usize, def: &CallDef, k: &Expr) -> bool {
     }
     url_template(w, k, 0).is_some_and(|t| names_lock(&t, KEY_WORDS))
 }
+
+/// A call of the program's set-if-absent of its caller's key and value (`cache.add(key, value,
+/// ttl)`) whose key names no lock: a lock still when the key is kept under a name that says so
+/// (`&self.lock_key`), the value is an owner's token (`&self.token`, `Uuid::new_v4()`), or the
+/// calling function is named for a lock (`fn try_claim(&self, job)`).
+fn set_if_absent_says_lock(w: &Walker<'_, '_>, key: Option<&Expr>, value: Option<&Expr>) -> bool {
+    let words = |e: &Expr, words: &[&str]| {
+        let e = super::summary::peel_key(e);
+        let says = |e: &Expr| names_lock(&quote::ToTokens::to_token_stream(e).to_string(), words);
+        says(e)
+            || super::walk::local_named(e)
+                .and_then(|n| w.local_init(&n))
+                .is_some_and(says)
+    };
+    fn_says_lock(w.own_name())
+        || key.is_some_and(|k| words(k, KEY_WORDS))
+        || value.is_some_and(|v| words(v, OWNER_WORDS))
+}
+
+/// Words that make a stored value an owner's token.
+pub(super) const OWNER_WORDS: &[&str] = &[
+    "token", "owner", "holder", "uuid", "ulid", "nanoid", "nonce", "instance", "worker", "node",
+    "hostname", "pid",
+];
 
 /// Words that make a key a lock's (compared whole: `block` and `clock` are not `lock`).
 pub(super) const KEY_WORDS: &[&str] = &[
@@ -1221,6 +1252,11 @@ fn build<'a>(
             .unwrap_or_default(),
         ..Matched::plain(r.pack, api, def.kind, span)
     };
+    if let (Some(v), Some(k)) = (def.value_arg, def.key_arg) {
+        let key = args.get(k).copied();
+        m.use_decides = !key.is_some_and(|k| lock_key(w, r.pack, def, k))
+            && !set_if_absent_says_lock(w, key, args.get(v).copied());
+    }
     // Re-expiring a key in zero time (`expire(key, 0)`) deletes it: a release, as blind as a
     // `DEL` unless the pack says the call checks the owner.
     if def.kind == CallKind::Renew && matches!(m.ttl, Ttl::Known { ms, .. } if ms == 0.0) {

@@ -171,6 +171,10 @@ pub struct Site {
     /// A transaction lock whose transaction the function ends (`tx.commit()`) right after it,
     /// before any work: the call that ends it.
     pub txn_ended: Option<String>,
+    /// A set-if-absent of the caller's key and value (`Cache::add(key, value, ttl)`): which
+    /// parameters they are (receiver not counted). A cache write or a lock, as each call's key
+    /// says: judged at the calls, never here (see `WrapperCandidate::key_gate`).
+    pub key_gate: Option<(usize, usize)>,
 }
 
 /// An `EXPIRE`/`PEXPIRE` statement that directly follows a `SETNX` of the same key on the same
@@ -265,6 +269,10 @@ pub struct WrapperCandidate {
     /// For a wrapper leaving a session lock on a connection its caller passed: which argument
     /// (receiver not counted) that connection is.
     pub session_arg: Option<usize>,
+    /// For a set-if-absent of the caller's key and value in a function nothing names for a
+    /// lock (`Cache::add(key, value, ttl)`): the key's and the value's arguments (receiver not
+    /// counted). A call is a lock only when its key or value says so, or its function does.
+    pub key_gate: Option<(usize, usize)>,
 }
 
 impl WrapperCandidate {

@@ -470,6 +470,7 @@ fn analyze_fn<'a>(
             library_purpose: None,
             lent: false,
             session_arg: None,
+            key_gate: None,
         });
     }
 }
@@ -532,6 +533,60 @@ fn param_index(sig: &syn::Signature, name: &str) -> Option<usize> {
             syn::FnArg::Receiver(_) => None,
         })
         .position(|pt| single_name(&pt.pat).is_some_and(|n| n == name))
+}
+
+/// Does `body` test the local `name` in an `if` or `match` (`if !added`, `match added`)?
+fn tested(body: &syn::Block, name: &str) -> bool {
+    struct Tests<'n> {
+        name: &'n str,
+        found: bool,
+    }
+    impl<'ast> Visit<'ast> for Tests<'_> {
+        fn visit_expr(&mut self, e: &'ast Expr) {
+            let scrutinee = match e {
+                Expr::If(i) => Some(&*i.cond),
+                Expr::Match(m) => Some(&*m.expr),
+                _ => None,
+            };
+            self.found |= scrutinee.is_some_and(|c| value_idents(c).contains(self.name));
+            if !self.found {
+                syn::visit::visit_expr(self, e);
+            }
+        }
+    }
+    let mut t = Tests { name, found: false };
+    t.visit_block(body);
+    t.found
+}
+
+/// Is parameter #i (receiver not counted) of a type a stored value has: text or bytes, or a
+/// type the function is generic over (`value: &str`, `v: impl ToRedisArgs`, `value: &V`)? Not a
+/// number, which a TTL or a count is as often.
+fn value_typed(sig: &syn::Signature, i: usize) -> bool {
+    let Some(pt) = sig
+        .inputs
+        .iter()
+        .filter_map(|a| match a {
+            syn::FnArg::Typed(pt) => Some(pt),
+            syn::FnArg::Receiver(_) => None,
+        })
+        .nth(i)
+    else {
+        return false;
+    };
+    let mut t = &*pt.ty;
+    while let syn::Type::Reference(r) = t {
+        t = &r.elem;
+    }
+    match t {
+        syn::Type::ImplTrait(_) | syn::Type::Slice(_) => true,
+        syn::Type::Path(p) => p.path.segments.last().is_some_and(|s| {
+            let name = s.ident.to_string();
+            matches!(name.as_str(), "str" | "String" | "Vec" | "Bytes" | "Cow")
+                || sig.generics.type_params().any(|g| g.ident == name)
+        }),
+        _ => false,
+    }
 }
 
 /// A parameter of that name taken by value (`client: Client`), not borrowed.
@@ -1005,6 +1060,9 @@ impl<'a, 'c> Walker<'a, 'c> {
         chain_end: Pos,
         command: Option<Command>,
     ) {
+        if m.use_decides && !self.reply_decides(&u) {
+            return;
+        }
         self.op_names.extend(m.mentions.iter().cloned());
         // A lock object written with its holder where the object read names us already (a
         // Lease's renewal written whole, in place or by the program's helper): kept, not taken.
@@ -1270,6 +1328,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 }),
                 _ => false,
             };
+        let key_gate = self.caller_set_if_absent(&m);
         self.holdings.push((self.out.sites.len(), holding));
         self.out.sites.push(Site {
             pack: m.pack,
@@ -1311,7 +1370,63 @@ impl<'a, 'c> Walker<'a, 'c> {
                 && pack.release == crate::packs::ReleaseStyle::Session
                 && leaks(outward),
             txn_ended: None,
+            key_gate,
         });
+    }
+
+    /// Does the reply decide what runs next: tested where it stands (`if`, `match`, `let … else`,
+    /// a wait loop), or bound to a name the function tests later (`let added = ..; if !added`)?
+    fn reply_decides(&self, u: &Use<'_>) -> bool {
+        match u {
+            Use::Cond { .. } | Use::IfLet { .. } | Use::Match { .. } | Use::Until => true,
+            Use::Bind { has_else: true, .. } => true,
+            Use::Bind { pat, .. } => {
+                let mut names = Vec::new();
+                pattern_idents(pat, &mut names);
+                self.body
+                    .is_some_and(|b| names.iter().any(|n| tested(b, n)))
+            }
+            _ => false,
+        }
+    }
+
+    /// A set-if-absent whose key and value are both the caller's, in a function that nothing
+    /// (its name, its type's or module's, the key parameter's) names for a lock: a store's
+    /// generic "add" (`Cache::add(key, value, ttl)`), a cache write or a lock as each call says.
+    /// The key's and the value's parameter positions.
+    fn caller_set_if_absent(&self, m: &Matched<'_>) -> Option<(usize, usize)> {
+        if !m.kind.is_acquisition() || m.sql || m.via.is_some() || m.handle || m.scoped {
+            return None;
+        }
+        let key =
+            super::fields::parameter(summary::peel_key(m.key?), &|n| self.is_param(n))?.to_string();
+        if matchers::names_lock(&key, matchers::KEY_WORDS)
+            || matchers::fn_says_lock(self.own_name())
+        {
+            return None;
+        }
+        if matchers::names_lock(&self.canonical, matchers::KEY_WORDS) {
+            return None;
+        }
+        let key_at = self.param_position(&key)?;
+        let ttl_at = m.ttl.param().map(|(i, _)| i);
+        let value_at = m
+            .mentions
+            .iter()
+            .filter(|n| {
+                **n != key && self.is_param(n) && !matchers::names_lock(n, matchers::KEY_WORDS)
+            })
+            .filter_map(|n| self.param_position(n))
+            .filter(|&i| Some(i) != ttl_at && value_typed(self.sig, i))
+            .min()?;
+        // A value taken as an owner's token (`token: &str`, `node_id`) is a lock's.
+        if m.mentions.iter().any(|n| {
+            self.param_position(n) == Some(value_at)
+                && matchers::names_lock(n, matchers::OWNER_WORDS)
+        }) {
+            return None;
+        }
+        Some((key_at, value_at))
     }
 
     /// Enters a closure or an `async` block: one level deeper, and, when its value is the
@@ -1964,6 +2079,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     library_purpose: library_purpose.clone(),
                     lent: site.lent_back && !scoped,
                     session_arg,
+                    key_gate: site.key_gate,
                 });
             } else if returned || scoped {
                 // A second acquisition handed back by the same wrapper (another arm, another
@@ -2018,6 +2134,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     .then(|| self.out.sites[idx].session_on.as_deref())
                     .flatten()
                     .and_then(|n| flow.param_index(n));
+                let key_gate = self.out.sites[idx].key_gate;
                 let site = &mut self.out.sites[idx];
                 site.wrapped = !in_place;
                 // Left held for the caller (in the store, in `self`): released elsewhere.
@@ -2057,6 +2174,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     library_purpose: library_purpose.clone(),
                     lent: false,
                     session_arg,
+                    key_gate,
                 });
             } else if at_fn_level
                 && self.out.sites[idx].region.release.is_none()
@@ -2184,6 +2302,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 library_purpose: None,
                 lent: false,
                 session_arg: None,
+                key_gate: None,
             });
         }
         let has_lock_work = self.out.sites.len() > self.first_site || !self.events.is_empty();
