@@ -1849,7 +1849,19 @@ impl<'a, 'c> Walker<'a, 'c> {
             // keeps it (no release within the round), publishing the outcome through state the
             // spawner hands back (`flag.store(acquired)` with `Self { is_leader }`, `tx.set(role)`
             // with `rx`).
+            // A task that runs its work under the lock and gives it back (a scoped wrapper's
+            // call, a release in the task) uses the lock itself: the spawner starts no holder.
+            let used_in_task = |(start, end): (Pos, Pos)| {
+                self.out.sites[idx].scoped
+                    || r.release.is_some_and(|rel| {
+                        let at = region::start_of(rel);
+                        start <= at && at <= end
+                    })
+            };
             let spawned = self.spawned.get(&idx).is_some_and(|&(start, end)| {
+                if used_in_task((start, end)) {
+                    return false;
+                }
                 let rounds: Vec<&Span> = h
                     .loops
                     .iter()
