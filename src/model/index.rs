@@ -1408,6 +1408,15 @@ fn ty_depth(
             }
             _ => None,
         }),
+        // `(redis::Client, LockManager)`: each element, for a pattern that takes it apart.
+        syn::Type::Tuple(t) if !t.elems.is_empty() => Some(Ty {
+            path: super::ty::TUPLE.into(),
+            args: t
+                .elems
+                .iter()
+                .map(|e| ty_with(e, imports, self_ty, known).unwrap_or_else(|| Ty::simple("_")))
+                .collect(),
+        }),
         // `fn() -> SystemTime`: a function pointer, by what calling it gives.
         syn::Type::BareFn(f) => Some(Ty {
             path: "fn".into(),

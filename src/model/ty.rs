@@ -4,6 +4,9 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+/// The path a tuple type is given; its elements are its arguments, in order.
+pub const TUPLE: &str = "(..)";
+
 /// `tokio::sync::Mutex<rslock::LockManager>` is `Ty { path: "tokio::sync::Mutex", args: [Ty { path: "rslock::LockManager" }] }`.
 /// Crate-local paths start with `crate::`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

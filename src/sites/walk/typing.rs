@@ -236,6 +236,34 @@ impl<'a, 'c> Walker<'a, 'c> {
                     self.bind_types(el, None, t);
                 }
             }
+            // A tuple taken apart (`let (client, locks) = &self.pair;`, `Some((_, locks))`):
+            // each name gets its element's type, and its element when the value is written out.
+            Pat::Tuple(pt) => {
+                let elems = ty
+                    .filter(|t| t.path == crate::model::ty::TUPLE && t.args.len() == pt.elems.len())
+                    .map(|t| t.args);
+                let inits = match init.map(super::super::summary::peel_key) {
+                    Some(Expr::Tuple(t)) if t.elems.len() == pt.elems.len() => {
+                        Some(t.elems.iter().collect::<Vec<_>>())
+                    }
+                    _ => None,
+                };
+                for (i, el) in pt.elems.iter().enumerate() {
+                    if matches!(el, Pat::Rest(_)) {
+                        for rest in pt.elems.iter().skip(i + 1) {
+                            self.bind_types(rest, None, None);
+                        }
+                        break;
+                    }
+                    let init = inits.as_ref().map(|v| v[i]);
+                    let t = elems
+                        .as_ref()
+                        .map(|e| e[i].clone())
+                        .filter(|t| t.path != "_")
+                        .or_else(|| init.and_then(|e| self.type_of(e)));
+                    self.bind_types(el, init, t);
+                }
+            }
             Pat::Struct(ps) => {
                 let owner = self.pattern_owner(&ps.path, ty.as_ref());
                 for fp in &ps.fields {
