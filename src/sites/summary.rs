@@ -1430,7 +1430,12 @@ pub(super) fn connection_kept(body: &syn::Block, name: &str) -> bool {
             syn::visit::visit_expr(self, e);
         }
         fn visit_local(&mut self, l: &'ast syn::Local) {
-            if l.init.as_ref().is_some_and(|i| self.is_name(&i.expr)) {
+            // Unwrapped (`let Some(lock) = lock else { .. }`), the value goes on under the
+            // pattern's name, which the caller asks about too.
+            let unwrapped = matches!(&l.pat, syn::Pat::TupleStruct(ts)
+                if ts.elems.len() == 1
+                    && ts.path.segments.last().is_some_and(|s| s.ident == "Some" || s.ident == "Ok"));
+            if !unwrapped && l.init.as_ref().is_some_and(|i| self.is_name(&i.expr)) {
                 self.kept = true;
                 return;
             }

@@ -3617,11 +3617,15 @@ fn store_read_key(e: &Expr) -> Option<String> {
 }
 
 /// The local a condition tests as a plain "taken" flag: `locked`, `held.is_some()`,
-/// `acquired.is_ok()`.
+/// `acquired.is_ok()`, `let Some(lock) = acquired`.
 fn positive_flag(cond: &Expr) -> Option<String> {
     match cond {
         Expr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
         Expr::Paren(p) => positive_flag(&p.expr),
+        // `if let Some(lock) = acquired { … }`: the branch that unwrapped the lock.
+        Expr::Let(l) if failure::is_success_pattern(&l.pat) => {
+            local_named(super::summary::peel_key(&l.expr))
+        }
         Expr::MethodCall(m)
             if m.args.is_empty() && (m.method == "is_some" || m.method == "is_ok") =>
         {
