@@ -611,7 +611,8 @@ fn apply(mut s: State, outward: &[&Expr]) -> Step {
             break;
         }
         match e {
-            Expr::Await(_) | Expr::Paren(_) => {}
+            // (A macro on the way out is one the walker reads as handing its argument on.)
+            Expr::Await(_) | Expr::Paren(_) | Expr::Macro(_) => {}
             // `timeout(d, acquire)`: elapsed is one more failure, outside the acquisition's own.
             Expr::Call(c) if super::walk::is_timeout_call(c) => s.layers.insert(0, Layer::Result),
             Expr::Try(_) => {

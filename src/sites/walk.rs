@@ -354,6 +354,7 @@ fn analyze_fn<'a>(
         pipe_locals: HashMap::new(),
         in_closures: HashSet::new(),
         forwarded: std::cell::RefCell::new(None),
+        macro_reads: Default::default(),
         counter_keys: HashSet::new(),
         value_loop: None,
         let_loops: Vec::new(),
@@ -781,6 +782,8 @@ pub(super) struct Walker<'a, 'c> {
     param_serials: usize,
     /// Acquisitions whose written value is a local (`.arg(&token)`).
     owners: Vec<owner::OwnerNote>,
+    /// Macro bodies read so far (see `macro_args`).
+    macro_reads: HashMap<*const syn::Macro, Option<&'a MacroArgs>>,
 }
 
 impl<'a, 'c> Walker<'a, 'c> {
@@ -788,6 +791,18 @@ impl<'a, 'c> Walker<'a, 'c> {
     pub(super) fn macro_exprs(&self, mac: &syn::Macro) -> Option<&'a MacroArgs> {
         let args = mac.parse_body_with(MacroArgs::parse_terminated).ok()?;
         Some(self.arena.alloc(args))
+    }
+
+    /// The same for a macro of the function being walked, read once: the walk and the
+    /// detection of a chain through the macro (see `passes_through`) see the same expressions.
+    fn macro_args(&mut self, mac: &'a syn::Macro) -> Option<&'a MacroArgs> {
+        let key = mac as *const syn::Macro;
+        if let Some(&known) = self.macro_reads.get(&key) {
+            return known;
+        }
+        let args = self.macro_exprs(mac);
+        self.macro_reads.insert(key, args);
+        args
     }
 
     /// Keeps an expression made during matching (an HTTP lock's key read from its URL) for the file.
@@ -1018,6 +1033,12 @@ impl<'a, 'c> Walker<'a, 'c> {
                 // `diesel::select(pg_try_advisory_lock(k)).get_result(conn)`: the statement
                 // answers what the function it selects answers.
                 Expr::Call(c) if self.is_dsl_select(c) => &c.args[0],
+                // `log_if_error!(relayers.acquire(id).await)?`: a macro of the program's around
+                // one expression hands it on (see `passes_through`).
+                Expr::Macro(m) if passes_through(&m.mac) => match self.macro_args(&m.mac) {
+                    Some(args) if args.len() == 1 => &args[0],
+                    _ => break,
+                },
                 _ => break,
             };
         }
@@ -1849,24 +1870,27 @@ impl<'a, 'c> Walker<'a, 'c> {
             // keeps it (no release within the round), publishing the outcome through state the
             // spawner hands back (`flag.store(acquired)` with `Self { is_leader }`, `tx.set(role)`
             // with `rx`).
-            // A task that runs its work under the lock and gives it back (a scoped wrapper's
-            // call, a release in the task) uses the lock itself: the spawner starts no holder.
-            let used_in_task = |(start, end): (Pos, Pos)| {
-                self.out.sites[idx].scoped
-                    || r.release.is_some_and(|rel| {
-                        let at = region::start_of(rel);
-                        start <= at && at <= end
-                    })
-            };
             let spawned = self.spawned.get(&idx).is_some_and(|&(start, end)| {
-                if used_in_task((start, end)) {
-                    return false;
-                }
                 let rounds: Vec<&Span> = h
                     .loops
                     .iter()
                     .filter(|l| region::start_of(**l) > start)
                     .collect();
+                // A task that runs its work under the lock once and gives it back (a scoped
+                // wrapper's call, a release in the task) uses the lock itself: the spawner
+                // starts no holder.
+                let used_once = self.out.sites[idx].scoped
+                    || !looped_in(
+                        body,
+                        region::start_of(self.out.sites[idx].span),
+                        (start, end),
+                    ) && r.release.is_some_and(|rel| {
+                        let at = region::start_of(rel);
+                        start <= at && at <= end
+                    });
+                if used_once {
+                    return false;
+                }
                 let kept_across_rounds = || {
                     r.release.is_none_or(|rel| {
                         let at = region::start_of(rel);
@@ -2468,8 +2492,7 @@ impl<'a, 'c> Walker<'a, 'c> {
         }
         // Macro bodies are token streams; most that matter (`format!`, `info!`, `assert!`)
         // are comma-separated expressions.
-        if let Ok(args) = mac.parse_body_with(MacroArgs::parse_terminated) {
-            let args: &'a MacroArgs = self.arena.alloc(args);
+        if let Some(args) = self.macro_args(mac) {
             // `write!(&mut path, "{sequence}")`: the text written into `path` carries what it
             // was made from (a lock node's sequence number makes `path` the node's name).
             let name = mac.path.segments.last().map(|s| s.ident.to_string());
@@ -2973,7 +2996,16 @@ impl<'a> Walker<'a, '_> {
                     if let Some(v) = &variant {
                         self.arms.push(v.clone());
                     }
-                    self.set_use(&arm.body, Use::Escape);
+                    // `let result = match backend { A(x) => x.lock().await, .. }`: an arm's call
+                    // is bound where the `match` is.
+                    let arm_use = match bound {
+                        Some(pat) if is_call_chain(&arm.body) => Use::Bind {
+                            pat,
+                            has_else: false,
+                        },
+                        _ => Use::Escape,
+                    };
+                    self.set_use(&arm.body, arm_use);
                     self.visit_expr(&arm.body);
                     if variant.is_some() {
                         self.arms.pop();
@@ -3516,6 +3548,35 @@ fn bound_by(body: &syn::Block, at: Pos) -> HashSet<String> {
 
 /// The local a spawned task's handle is bound to (`let renew_task = tokio::spawn(..);`), the
 /// spawn at `at` being that `let`'s whole value.
+/// Is `at` inside a loop that lies within `within` (a spawned task's rounds)?
+fn looped_in(body: &syn::Block, at: Pos, within: (Pos, Pos)) -> bool {
+    struct Loops {
+        at: Pos,
+        within: (Pos, Pos),
+        found: bool,
+    }
+    impl<'ast> Visit<'ast> for Loops {
+        fn visit_expr(&mut self, e: &'ast Expr) {
+            if matches!(e, Expr::Loop(_) | Expr::While(_) | Expr::ForLoop(_)) {
+                let s = Span::of(e);
+                let (ls, le) = (region::start_of(s), region::end_of(s));
+                self.found |=
+                    self.within.0 <= ls && le <= self.within.1 && ls <= self.at && self.at <= le;
+            }
+            if !self.found {
+                syn::visit::visit_expr(self, e);
+            }
+        }
+    }
+    let mut l = Loops {
+        at,
+        within,
+        found: false,
+    };
+    l.visit_block(body);
+    l.found
+}
+
 fn spawn_bound(body: &syn::Block, at: (Pos, Pos)) -> Option<String> {
     struct Find {
         at: (Pos, Pos),
@@ -3614,6 +3675,92 @@ fn store_read_key(e: &Expr) -> Option<String> {
         }
     }
     key_of(e, false)
+}
+
+/// A call, with what awaits, propagates or unwraps it: `x.lock_tail().await?`.
+fn is_call_chain(e: &Expr) -> bool {
+    match e {
+        Expr::Call(_) | Expr::MethodCall(_) => true,
+        Expr::Await(a) => is_call_chain(&a.base),
+        Expr::Try(t) => is_call_chain(&t.expr),
+        Expr::Paren(p) => is_call_chain(&p.expr),
+        _ => false,
+    }
+}
+
+/// Macros whose one argument is not the macro's value: the standard library's, logging and
+/// tracing, assertions, and the collection and text builders.
+const OPAQUE_MACROS: &[&str] = &[
+    "format",
+    "format_args",
+    "print",
+    "println",
+    "eprint",
+    "eprintln",
+    "write",
+    "writeln",
+    "panic",
+    "assert",
+    "assert_eq",
+    "assert_ne",
+    "debug_assert",
+    "debug_assert_eq",
+    "debug_assert_ne",
+    "todo",
+    "unimplemented",
+    "unreachable",
+    "vec",
+    "matches",
+    "concat",
+    "stringify",
+    "env",
+    "option_env",
+    "include",
+    "include_str",
+    "include_bytes",
+    "cfg",
+    "compile_error",
+    "file",
+    "line",
+    "column",
+    "module_path",
+    "trace",
+    "debug",
+    "info",
+    "warn",
+    "error",
+    "event",
+    "span",
+    "trace_span",
+    "debug_span",
+    "info_span",
+    "warn_span",
+    "error_span",
+    "log",
+    "json",
+    "anyhow",
+    "bail",
+    "ensure",
+    "eyre",
+    "select",
+    "select_biased",
+    "join",
+    "try_join",
+    "pin",
+    "ready",
+    "thread_local",
+    "lazy_static",
+    "hashmap",
+    "btreemap",
+];
+
+/// A macro around one expression that (as the program's pass-through helpers do: logging an
+/// error, timing a call) gives that expression's value: one not known to do otherwise.
+fn passes_through(mac: &syn::Macro) -> bool {
+    mac.path
+        .segments
+        .last()
+        .is_some_and(|s| !OPAQUE_MACROS.contains(&s.ident.to_string().as_str()))
 }
 
 /// The local a condition tests as a plain "taken" flag: `locked`, `held.is_some()`,
