@@ -46,8 +46,10 @@ pub struct UnrenewedLongOperation;
 
 pub fn check(c: &Classified, opts: &RuleOptions) -> Option<Violation> {
     let s = &c.site;
-    if !matches!(s.ttl, Ttl::Known { .. } | Ttl::Unknown | Ttl::Param { .. })
-        || s.region.renewed
+    if !matches!(
+        s.ttl,
+        Ttl::Known { .. } | Ttl::Unknown | Ttl::Param { .. } | Ttl::Field { .. }
+    ) || s.region.renewed
         || s.region.keeper
     {
         return None;

@@ -53,6 +53,12 @@ pub trait Lookup {
     fn assigned_fields(&self, _name: &str) -> Vec<(String, &Expr)> {
         Vec::new()
     }
+    /// A call of the program's function whose body is one call or struct expression
+    /// (`lock_spec(me, now)` answering `LeaseSpec { holder_identity: Some(holder.into()), .. }`),
+    /// read with the call's arguments in place of its parameters.
+    fn inlined(&self, _call: &syn::ExprCall) -> Option<&Expr> {
+        None
+    }
 }
 
 const MAX_DEPTH: usize = 24;

@@ -629,16 +629,22 @@ fn close_deadline_fns(fns: Vec<DeadlineFn>) -> HashMap<String, Vec<usize>> {
         .collect()
 }
 
-/// A free function whose body is one call, with its parameters' names (see
-/// [`FileIndex::call_fns`]).
+/// A free function whose body is one call, or a constructor whose body is one struct
+/// expression, with its parameters' names (see [`FileIndex::call_fns`]). `self_ty`: the impl's
+/// type, which `Self` stands for in the text kept.
 fn call_tail(
     path: &str,
     sig: &syn::Signature,
     body: &syn::Block,
+    self_ty: Option<&str>,
 ) -> Option<(String, Vec<String>, String)> {
-    let [syn::Stmt::Expr(tail @ Expr::Call(_), None)] = body.stmts.as_slice() else {
+    let [syn::Stmt::Expr(tail @ (Expr::Call(_) | Expr::Struct(_)), None)] = body.stmts.as_slice()
+    else {
         return None;
     };
+    if matches!(tail, Expr::Call(_)) && self_ty.is_some() {
+        return None;
+    }
     let mut params = Vec::new();
     for input in &sig.inputs {
         let syn::FnArg::Typed(pt) = input else {
@@ -649,9 +655,45 @@ fn call_tail(
         };
         params.push(id.ident.to_string());
     }
-    let text = quote::ToTokens::to_token_stream(tail).to_string();
+    // Shorthand fields written out (`Self { ttl }` as `Self { ttl: ttl }`), so that a call's
+    // argument can take the value's place.
+    let mut tail = tail.clone();
+    if let Expr::Struct(s) = &mut tail {
+        for f in s.fields.iter_mut() {
+            if f.colon_token.is_none() && matches!(f.member, syn::Member::Named(_)) {
+                f.colon_token = Some(Default::default());
+            }
+        }
+    }
+    let mut tokens = quote::ToTokens::to_token_stream(&tail);
+    if let Some(ty) = self_ty.and_then(|t| syn::parse_str::<syn::Path>(t).ok()) {
+        tokens = replace_self(tokens, &quote::ToTokens::to_token_stream(&ty));
+    }
+    let text = tokens.to_string();
     // A helper of a few lines, not a program.
     (text.len() <= 2_000).then(|| (path.to_string(), params, text))
+}
+
+/// `Self { .. }` as the impl's type's path, for a caller's file to read.
+fn replace_self(
+    ts: proc_macro2::TokenStream,
+    ty: &proc_macro2::TokenStream,
+) -> proc_macro2::TokenStream {
+    use proc_macro2::{Group, TokenTree};
+    ts.into_iter()
+        .flat_map(|t| -> Vec<TokenTree> {
+            match t {
+                TokenTree::Ident(i) if i == "Self" => ty.clone().into_iter().collect(),
+                TokenTree::Group(g) => {
+                    vec![TokenTree::Group(Group::new(
+                        g.delimiter(),
+                        replace_self(g.stream(), ty),
+                    ))]
+                }
+                other => vec![other],
+            }
+        })
+        .collect()
 }
 
 /// A pause written as under a second (`Duration::from_millis(5)`): a yield, not a wait.
@@ -1127,7 +1169,8 @@ impl FileIndex {
                     if waits(&f.block) {
                         self.long_fns.push(path.clone());
                     }
-                    self.call_fns.extend(call_tail(&path, &f.sig, &f.block));
+                    self.call_fns
+                        .extend(call_tail(&path, &f.sig, &f.block, None));
                     if let Some(ret) = ret_ty(&f.sig, imports, None) {
                         self.fns.push((path, ret));
                     }
@@ -1268,6 +1311,12 @@ impl FileIndex {
                             syn::ImplItem::Fn(f) => {
                                 let path = format!("{}::{}", self_ty.path, f.sig.ident);
                                 self.text_fns.extend(text_tail(&path, &f.sig, &f.block));
+                                self.call_fns.extend(call_tail(
+                                    &path,
+                                    &f.sig,
+                                    &f.block,
+                                    Some(&self_ty.path),
+                                ));
                                 if clock_tail(&f.block) {
                                     self.clock_fns.push(path.clone());
                                 } else if let Some(called) = tail_calls(&f.block) {

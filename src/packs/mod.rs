@@ -554,7 +554,15 @@ impl CallDef {
             key_arg: w.key_gate.map(|(k, _)| k).or(w.key_arg),
             ttl_arg: w.ttl_arg.map(|(i, _)| i),
             ttl_unit: w.ttl_arg.map_or(TtlUnit::Ms, |(_, u)| u),
-            ttl_field: None,
+            // `self.ttl` in the primitive: the receiver's type holds it.
+            ttl_field: w.ttl_field.as_ref().zip(w.method.as_ref()).map(
+                |((field, unit), (owner, _))| TtlField {
+                    struct_path: owner.clone(),
+                    field: field.clone(),
+                    unit: *unit,
+                    required: false,
+                },
+            ),
             lease_arg: None,
             server_lease_s: None,
             lease_id_arg: None,

@@ -142,6 +142,8 @@ fn expr(e: &Expr, env: &dyn Lookup, depth: usize, out: &mut Fields) -> Option<()
         Expr::MethodCall(m) if m.method == "unwrap" || m.method == "expect" => {
             next(&m.receiver, out)
         }
+        // The program's helper that builds the object (`spec: Some(lock_spec(me, now))`).
+        Expr::Call(c) if let Some(built) = env.inlined(c) => next(built, out),
         // `Patch::Merge(&p)`, `Some(x)`, `serde_json::to_value(x)`: the value inside.
         Expr::Call(c) if c.args.len() == 1 => next(&c.args[0], out),
         Expr::Path(p) => {

@@ -1289,7 +1289,9 @@ fn build<'a>(
     if let Some(info) = &def.inherit {
         // A wrapper whose primitive takes its TTL from a parameter: the argument, evaluated
         // above like a pack's TTL argument, is the deadline.
-        if def.ttl_arg.is_none() {
+        // So is one taking it from its receiver's field, read where the receiver was built.
+        let from_field = def.ttl_field.is_some() && !matches!(m.ttl, Ttl::Implicit | Ttl::Unknown);
+        if def.ttl_arg.is_none() && !from_field {
             m.ttl = info.ttl_ms.map_or(Ttl::Implicit, |ms| Ttl::Known {
                 ms,
                 span,
@@ -1700,7 +1702,11 @@ fn match_named_command<'a>(
             if c.deadline != DeadlineRule::Required
                 && !matches!(
                     ttl,
-                    Ttl::Known { .. } | Ttl::Absolute | Ttl::Unknown | Ttl::Param { .. }
+                    Ttl::Known { .. }
+                        | Ttl::Absolute
+                        | Ttl::Unknown
+                        | Ttl::Param { .. }
+                        | Ttl::Field { .. }
                 )
             {
                 ttl = if c.deadline == DeadlineRule::Never {

@@ -48,6 +48,13 @@ pub enum Ttl {
         index: usize,
         unit: crate::packs::TtlUnit,
     },
+    /// Taken from a field of the receiver (`self.ttl.as_secs()`), in `unit`: known at each call
+    /// of the method when it is a wrapper and the receiver was built in view (`Lock::new(pool,
+    /// key, Duration::from_secs(840))`, `Lock { ttl, .. }`).
+    Field {
+        field: String,
+        unit: crate::packs::TtlUnit,
+    },
     /// None where the caller must set one.
     Missing { reason: String },
     /// Bound to a session, transaction or library default.
@@ -66,6 +73,14 @@ impl Ttl {
     pub fn param(&self) -> Option<(usize, crate::packs::TtlUnit)> {
         match self {
             Ttl::Param { index, unit } => Some((*index, *unit)),
+            _ => None,
+        }
+    }
+
+    /// The receiver's field a wrapper's primitive takes its TTL from.
+    pub fn field(&self) -> Option<(String, crate::packs::TtlUnit)> {
+        match self {
+            Ttl::Field { field, unit } => Some((field.clone(), *unit)),
             _ => None,
         }
     }
@@ -217,6 +232,9 @@ pub struct WrapperCandidate {
     /// The primitive's TTL is this parameter's (receiver not counted), in this unit: each call
     /// site's argument is its deadline (`lock(&key, ONE_HOUR)`).
     pub ttl_arg: Option<(usize, crate::packs::TtlUnit)>,
+    /// The primitive's TTL is this field of the receiver (`self.ttl`), in this unit: each call
+    /// site's receiver, where it was built in view, holds its deadline.
+    pub ttl_field: Option<(String, crate::packs::TtlUnit)>,
     /// The lock stays renewed after the wrapper returns (an auto-renewing primitive, a renewal
     /// set going inside): its call sites hold a renewed lock.
     pub auto_renew: bool,

@@ -178,6 +178,19 @@ fn param_ttl_in(w: &Walker<'_, '_>, e: &Expr, unit: TtlUnit, depth: usize) -> Op
                     return Some(Ttl::Param { index, unit });
                 }
             }
+            // `self.ttl`: the receiver's, set where it was built.
+            Expr::Field(f)
+                if matches!(&*f.base, Expr::Path(p) if p.path.is_ident("self"))
+                    && w.own_method().is_some() =>
+            {
+                let syn::Member::Named(field) = &f.member else {
+                    return None;
+                };
+                return Some(Ttl::Field {
+                    field: field.to_string(),
+                    unit,
+                });
+            }
             _ => return None,
         };
     }
@@ -250,7 +263,7 @@ fn reachable<'a>(w: &Walker<'a, '_>, roots: &[&'a Expr]) -> Vec<&'a Expr> {
 
 /// A call of a program function whose body is one call (`model::FileIndex::call_fns`), as
 /// that call with the arguments' tokens in place of the parameters.
-fn inline_call<'a>(w: &Walker<'a, '_>, c: &syn::ExprCall) -> Option<&'a Expr> {
+pub(super) fn inline_call<'a>(w: &Walker<'a, '_>, c: &syn::ExprCall) -> Option<&'a Expr> {
     use proc_macro2::{Group, TokenStream, TokenTree};
     let Expr::Path(f) = &*c.func else { return None };
     let (params, text) = w.cx.index.call_fn(&w.resolve(&f.path))?;
@@ -264,15 +277,24 @@ fn inline_call<'a>(w: &Walker<'a, '_>, c: &syn::ExprCall) -> Option<&'a Expr> {
         args: &[TokenStream],
         at: proc_macro2::Span,
     ) -> TokenStream {
-        ts.into_iter()
-            .map(|t| {
+        let tokens: Vec<TokenTree> = ts.into_iter().collect();
+        // A name followed by one `:` is a field's (`Lock { ttl: ttl }`), not the parameter.
+        let field_name = |k: usize| {
+            matches!(tokens.get(k + 1), Some(TokenTree::Punct(p))
+                if p.as_char() == ':' && p.spacing() == proc_macro2::Spacing::Alone)
+        };
+        tokens
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(k, t)| {
                 let mut t = match t {
                     TokenTree::Ident(i) => match params.iter().position(|p| i == p) {
-                        Some(k) => TokenTree::Group(Group::new(
+                        Some(n) if !field_name(k) => TokenTree::Group(Group::new(
                             proc_macro2::Delimiter::Parenthesis,
-                            args[k].clone(),
+                            args[n].clone(),
                         )),
-                        None => TokenTree::Ident(i),
+                        _ => TokenTree::Ident(i),
                     },
                     TokenTree::Group(g) => TokenTree::Group(Group::new(
                         g.delimiter(),

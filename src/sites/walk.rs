@@ -452,6 +452,7 @@ fn analyze_fn<'a>(
             scoped: false,
             ttl_ms: None,
             ttl_arg: None,
+            ttl_field: None,
             auto_renew: false,
             fencing: super::Fencing::None,
             sql,
@@ -2094,6 +2095,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     scoped: scoped && !returned || forwards_scope,
                     ttl_ms: site.ttl.ms().map(|m| m as f64),
                     ttl_arg: site.ttl.param(),
+                    ttl_field: site.ttl.field(),
                     auto_renew: site.region.renewed || site.region.keeper,
                     fencing: site.fencing,
                     sql: site.sql,
@@ -2191,6 +2193,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     scoped: false,
                     ttl_ms: site.ttl.ms().map(|m| m as f64),
                     ttl_arg: site.ttl.param(),
+                    ttl_field: site.ttl.field(),
                     auto_renew: site.region.renewed || site.region.keeper,
                     fencing: site.fencing,
                     sql: site.sql,
@@ -2315,6 +2318,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                 scoped: false,
                 ttl_ms: None,
                 ttl_arg: None,
+                ttl_field: None,
                 auto_renew: false,
                 fencing: super::Fencing::None,
                 sql: false,
@@ -2400,6 +2404,11 @@ impl<'a, 'c> Walker<'a, 'c> {
                     matchers::KEY_WORDS,
                 )
             })
+    }
+
+    /// For a method: its impl type and name.
+    pub(in crate::sites) fn own_method(&self) -> Option<&(String, String)> {
+        self.method.as_ref()
     }
 
     /// The function's own name, without its module or type (`renew_lock`).

@@ -640,6 +640,10 @@ impl Lookup for Walker<'_, '_> {
         self.lookup(name).and_then(|l| l.init)
     }
 
+    fn inlined(&self, call: &syn::ExprCall) -> Option<&Expr> {
+        super::super::ttl::inline_call(self, call)
+    }
+
     fn constant(&self, path: &syn::Path) -> Option<Value> {
         ConstEnv {
             w: self,
