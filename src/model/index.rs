@@ -1945,6 +1945,13 @@ impl CrateIndex {
         table
             .get(&self.through_reexports(self.settle(path)))
             .or_else(|| table.get(path))
+            // A method of a type re-exported (`crate::utils::Lock::new`, `Lock` defined in
+            // `crate::utils::redis`): the type followed, the method kept.
+            .or_else(|| {
+                let (owner, method) = path.rsplit_once("::")?;
+                let owner = self.through_reexports(self.settle(owner));
+                table.get(&format!("{owner}::{method}"))
+            })
     }
 
     /// [`Self::fn_entry`] for the per-function sets.
