@@ -1719,7 +1719,7 @@ fn surface(slots: &[Option<FileOutput>], jobs: &[Job]) -> HashMap<usize, HashSet
                 o.links
                     .iter()
                     .zip(&o.sites)
-                    .filter(|(_, s)| !(s.gated && s.wrapped))
+                    .filter(|(_, s)| !s.gated)
                     .map(move |(l, _)| origin_of(&jobs[i].crate_root, &l.0))
             })
         })
@@ -1772,9 +1772,7 @@ fn unlisted_gates(slots: &mut [Option<FileOutput>], jobs: &[Job]) {
             .sites
             .iter()
             .zip(&o.links)
-            .map(|(s, l)| {
-                !(s.gated && s.wrapped) || called.contains(&origin_of(&jobs[i].crate_root, &l.0))
-            })
+            .map(|(s, l)| !s.gated || called.contains(&origin_of(&jobs[i].crate_root, &l.0)))
             .collect();
         let dropped: HashSet<(usize, usize)> = o
             .sites
@@ -2018,7 +2016,7 @@ fn analyze_one(
             },
             wrapped: c.site.wrapped,
             test: tests.contains(c.site.span.line),
-            gated: c.site.key_gate.is_some(),
+            gated: c.site.key_gate.is_some() && c.site.wrapped,
         })
         .collect();
     let links = classified

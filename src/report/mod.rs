@@ -60,8 +60,8 @@ pub struct SiteRecord {
     /// `include-tests = true`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub test: bool,
-    /// A set-if-absent of the caller's key and value (see `Site::key_gate`): a lock only where
-    /// a call says so, so not listed when no call does.
+    /// The primitive of a set-if-absent wrapper of the caller's key and value (see
+    /// `Site::key_gate`): a lock only where a call says so, so not listed when no call does.
     #[serde(skip)]
     pub gated: bool,
 }

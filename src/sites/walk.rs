@@ -561,22 +561,11 @@ fn tested(body: &syn::Block, name: &str) -> bool {
     t.found
 }
 
-/// Is parameter #i (receiver not counted) of a type a stored value has: text or bytes, or a
-/// type the function is generic over (`value: &str`, `v: impl ToRedisArgs`, `value: &V`)? Not a
-/// number, which a TTL or a count is as often.
-fn value_typed(sig: &syn::Signature, i: usize) -> bool {
-    let Some(pt) = sig
-        .inputs
-        .iter()
-        .filter_map(|a| match a {
-            syn::FnArg::Typed(pt) => Some(pt),
-            syn::FnArg::Receiver(_) => None,
-        })
-        .nth(i)
-    else {
-        return false;
-    };
-    let mut t = &*pt.ty;
+/// Is a parameter's type one a stored value has: text or bytes, or a type the function `sig` is
+/// generic over (`value: &str`, `v: impl ToRedisArgs`, `value: &V`)? Not a number, which a TTL
+/// or a count is as often.
+fn value_typed(sig: &syn::Signature, ty: &syn::Type) -> bool {
+    let mut t = ty;
     while let syn::Type::Reference(r) = t {
         t = &r.elem;
     }
@@ -1432,20 +1421,19 @@ impl<'a, 'c> Walker<'a, 'c> {
         }
         let key_at = self.param_position(&key)?;
         let ttl_at = m.ttl.param().map(|(i, _)| i);
-        let value_at = m
+        let (value_at, value) = m
             .mentions
             .iter()
             .filter(|n| {
                 **n != key && self.is_param(n) && !matchers::names_lock(n, matchers::KEY_WORDS)
             })
-            .filter_map(|n| self.param_position(n))
-            .filter(|&i| Some(i) != ttl_at && value_typed(self.sig, i))
+            .filter_map(|n| Some((self.param_position(n)?, n)))
+            .filter(|(i, n)| {
+                Some(*i) != ttl_at && self.param_type(n).is_some_and(|t| value_typed(self.sig, t))
+            })
             .min()?;
         // A value taken as an owner's token (`token: &str`, `node_id`) is a lock's.
-        if m.mentions.iter().any(|n| {
-            self.param_position(n) == Some(value_at)
-                && matchers::names_lock(n, matchers::OWNER_WORDS)
-        }) {
+        if matchers::names_lock(value, matchers::OWNER_WORDS) {
             return None;
         }
         Some((key_at, value_at))
@@ -3555,8 +3543,6 @@ fn bound_by(body: &syn::Block, at: Pos) -> HashSet<String> {
     f.found
 }
 
-/// The local a spawned task's handle is bound to (`let renew_task = tokio::spawn(..);`), the
-/// spawn at `at` being that `let`'s whole value.
 /// Is `at` inside a loop that lies within `within` (a spawned task's rounds)?
 fn looped_in(body: &syn::Block, at: Pos, within: (Pos, Pos)) -> bool {
     struct Loops {
@@ -3586,6 +3572,8 @@ fn looped_in(body: &syn::Block, at: Pos, within: (Pos, Pos)) -> bool {
     l.found
 }
 
+/// The local a spawned task's handle is bound to (`let renew_task = tokio::spawn(..);`), the
+/// spawn at `at` being that `let`'s whole value.
 fn spawn_bound(body: &syn::Block, at: (Pos, Pos)) -> Option<String> {
     struct Find {
         at: (Pos, Pos),

@@ -24,7 +24,7 @@ impl<'a, 'c> Walker<'a, 'c> {
     }
 
     /// The parameter `name`'s declared type, while the name still is that parameter.
-    fn param_type(&self, name: &str) -> Option<&'a syn::Type> {
+    pub(super) fn param_type(&self, name: &str) -> Option<&'a syn::Type> {
         let local = self.lookup(name)?;
         // Parameters are bound first, before any statement.
         if local.serial > self.param_serials {
