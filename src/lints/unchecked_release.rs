@@ -48,7 +48,9 @@ use crate::report::{Edit, Fix};
 /// is judged at each call, where the key is known to be a lock's (`unlock(con, "import")` after
 /// `try_lock(con, "import", token)`); one that deletes its receiver's own key (`self.key`), or
 /// that is named for what it does to a lock (`fn release_lock(con, key)`), is judged at its
-/// `DEL`, once, and not again at each call.
+/// `DEL`, once, and not again at each call. So is the `Drop` (or any method) of a guard type that
+/// an acquiring function hands out (`fn lock_tile(..) -> Option<TileGuard>`), deleting the
+/// guard's own key (`self.key`, or `let key = self.key.clone()` moved into a spawned task).
 ///
 /// ## Known limits
 /// A key counts as a lock's key when a lock in the same file uses it, or when its text (or the

@@ -947,6 +947,23 @@ impl<'a, 'c> Walker<'a, 'c> {
         f.1
     }
 
+    /// Is `key` the receiver's own (`self.key`, `key` copied from it) in a method of a type that
+    /// an acquisition of pack `pack` hands out? A guard's key is the lock's key.
+    fn key_of_handed_out_guard(&self, pack: usize, key: Option<&str>) -> bool {
+        let (Some((ty, _)), Some(key)) = (&self.method, key) else {
+            return false;
+        };
+        let root = key
+            .trim_start_matches('&')
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .next()
+            .unwrap_or("");
+        (root == "self" || self.copied_from_receiver(root))
+            && self.cx.packs.packs[pack].calls.iter().any(|d| {
+                d.kind.is_acquisition() && d.returns_type.as_deref() == Some(ty.as_str())
+            })
+    }
+
     fn set_use(&mut self, e: &'a Expr, u: Use<'a>) {
         self.pending.push((e as *const Expr, u));
     }
@@ -1255,7 +1272,12 @@ impl<'a, 'c> Walker<'a, 'c> {
                     && self
                         .own_name()
                         .split('_')
-                        .any(|w| matches!(w, "lock" | "unlock"));
+                        .any(|w| matches!(w, "lock" | "unlock"))
+                // The receiver's own key (`self.key`, or a local copied from it) in a method of
+                // a type that an acquiring function of the same library hands out (`lock_tile
+                // -> Option<TileGuard>`, `impl Drop for TileGuard`): the guard's lock.
+                || m.kind == crate::packs::CallKind::Release
+                    && self.key_of_handed_out_guard(m.pack, key.as_deref());
             self.events.push(Event {
                 kind: m.kind,
                 key_says_lock,
