@@ -1675,6 +1675,19 @@ impl CrateIndex {
             idx.reexports.insert(path, chosen);
         }
         idx.deadline_params = close_deadline_fns(deadline_fns);
+        // An impl names its type as its module imports it (`use crate::Database; impl JobQueue
+        // for Database` where the root has `pub use database::Database`): keyed by the path the
+        // type is defined at, as the walk names a method's owner.
+        let impls = std::mem::take(&mut idx.impls);
+        for (ty, list) in impls {
+            let ty = idx.through_reexports(idx.settle(&ty));
+            idx.impls.entry(ty).or_default().extend(list);
+        }
+        let test_impls = std::mem::take(&mut idx.test_impls);
+        idx.test_impls = test_impls
+            .into_iter()
+            .map(|(tr, ty)| (tr, idx.through_reexports(idx.settle(&ty))))
+            .collect();
         idx
     }
 

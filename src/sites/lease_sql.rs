@@ -67,7 +67,25 @@ pub(crate) fn lease_op(text: &str, vocab: &LeaseTable) -> Option<LeaseOp> {
     let tests =
         |pred: &dyn Fn(&str) -> bool| conditions.iter().any(|cond| names_column(cond, pred));
     if has("delete") && has("from") {
-        return (tests(&holder) && table_is_lease(&sql, "from", vocab)).then_some(LeaseOp::Release);
+        // In a lease table, any delete testing the holder; elsewhere, the delete of one row by
+        // its key and its holder (`DELETE FROM job WHERE id = $1 AND locked_by = $2`: a job done
+        // by the worker that claimed it). A worker's sweep of all its rows is neither.
+        let keyed = conditions.iter().any(|cond| {
+            let bound = |t: &str| {
+                let v = t.trim();
+                v.starts_with('$') || v == "?"
+            };
+            let pairs: Vec<(&str, &str)> = cond
+                .split(" and ")
+                .filter_map(|c| c.split_once('='))
+                .filter(|(l, r)| !l.ends_with(['<', '>', '!']) && bound(r))
+                .map(|(l, r)| (l.trim(), r.trim()))
+                .collect();
+            pairs.iter().any(|(c, _)| names_column(c, &holder))
+                && pairs.iter().any(|(c, _)| !names_column(c, &holder))
+        });
+        return (tests(&holder) && (keyed || table_is_lease(&sql, "from", vocab)))
+            .then_some(LeaseOp::Release);
     }
     if assigned.is_empty() {
         return None;
@@ -845,6 +863,9 @@ mod tests {
         assert_eq!(lease_op(insert, &v), Some(LeaseOp::Claim));
         let release = "DELETE FROM leases WHERE name = $1 AND holder = $2";
         assert_eq!(lease_op(release, &v), Some(LeaseOp::Release));
+        // A finished job deleted by its key and the worker that claimed it, in any table.
+        let done = "DELETE FROM job WHERE id = $1 AND locked_by = $2";
+        assert_eq!(lease_op(done, &v), Some(LeaseOp::Release));
         let clear = "UPDATE jobs SET locked_by = NULL, lock_expires_at = NULL WHERE id = $1 AND locked_by = $2";
         assert_eq!(lease_op(clear, &v), Some(LeaseOp::Release));
         // Cleared whoever holds it; a free state tested beside another (`or`) lets held rows in.
