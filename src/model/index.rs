@@ -121,16 +121,26 @@ fn sql_fn_decl(module: &str, f: &syn::ForeignItemFn) -> (String, String) {
     )
 }
 
-/// A function answering `String` whose tail builds the text (`format!`, a literal, `+`): its
-/// path and the tail's source.
+/// A function answering text (`String`, `&str`, `Cow<str>`) whose tail builds it (`format!`,
+/// `+`), or picks one of several literals (`match self { Pg => "UPDATE …", My => "UPDATE …" }`,
+/// a dialect's SQL): its path and the tail's source. A bare literal counts only beside a choice
+/// or a build: `fn name(&self) -> &str { "redis" }` is a label, not a text anyone runs.
 fn text_tail(path: &str, sig: &syn::Signature, body: &syn::Block) -> Option<(String, String)> {
     let syn::ReturnType::Type(_, ret) = &sig.output else {
         return None;
     };
-    let syn::Type::Path(rp) = &**ret else {
-        return None;
+    let texty = match &**ret {
+        syn::Type::Path(rp) => {
+            let last = rp.path.segments.last()?;
+            last.ident == "String"
+                || last.ident == "Cow"
+                    && matches!(&last.arguments, syn::PathArguments::AngleBracketed(a)
+                        if a.args.iter().any(|g| matches!(g, syn::GenericArgument::Type(syn::Type::Path(t)) if t.path.is_ident("str"))))
+        }
+        syn::Type::Reference(r) => matches!(&*r.elem, syn::Type::Path(t) if t.path.is_ident("str")),
+        _ => false,
     };
-    if rp.path.segments.last()?.ident != "String" {
+    if !texty {
         return None;
     }
     let tail = match body.stmts.last()? {
@@ -145,17 +155,40 @@ fn text_tail(path: &str, sig: &syn::Signature, body: &syn::Block) -> Option<(Str
         }
         _ => return None,
     };
-    let built = match tail {
+    let built = |e: &Expr| match e {
         Expr::Macro(m) => m.mac.path.is_ident("format"),
         Expr::Binary(b) => matches!(b.op, syn::BinOp::Add(_)),
         _ => false,
     };
-    built.then(|| {
+    let chosen = literal_choices(tail).is_some_and(|n| n > 1);
+    (built(tail) || chosen).then(|| {
         (
             path.to_string(),
             quote::ToTokens::to_token_stream(tail).to_string(),
         )
     })
+}
+
+/// How many string literals a `match` or `if` picks between, when every arm's value is one.
+fn literal_choices(e: &Expr) -> Option<usize> {
+    let block_tail = |b: &syn::Block| match b.stmts.last() {
+        Some(syn::Stmt::Expr(x, None)) => literal_choices(x),
+        _ => None,
+    };
+    match e {
+        Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(_),
+            ..
+        }) => Some(1),
+        Expr::Paren(p) => literal_choices(&p.expr),
+        Expr::Block(b) => block_tail(&b.block),
+        Expr::Match(m) => m.arms.iter().map(|a| literal_choices(&a.body)).sum(),
+        Expr::If(i) => {
+            let (_, els) = i.else_branch.as_ref()?;
+            Some(block_tail(&i.then_branch)? + literal_choices(els)?)
+        }
+        _ => None,
+    }
 }
 
 impl CmdBuilder {

@@ -2152,11 +2152,31 @@ fn sql_texts(w: &Walker<'_, '_>, a: &Expr, depth: usize) -> Vec<String> {
     if !chosen.is_empty() {
         return chosen;
     }
-    if let Some(text) = eval::eval_str(a, &Texts(w)).or_else(|| statement_sql(w, a)) {
+    if let Some(text) = eval::eval_str(a, &Texts(w)) {
         return vec![text];
     }
     if depth > 4 {
         return Vec::new();
+    }
+    // A statement built from its text (`Statement::from_sql_and_values(backend, sql, values)`):
+    // the first argument that holds text.
+    if let Some(args) = statement_args(w, a) {
+        return args
+            .into_iter()
+            .map(|arg| sql_texts(w, arg, depth + 1))
+            .find(|t| !t.is_empty())
+            .unwrap_or_default();
+    }
+    // A function of the program picking one text of several (`self.lease_acquire()` answering
+    // `match self { Pg => "UPDATE …", My => "UPDATE …" }`): each.
+    if let Some(tail) = text_fn_tail(w, super::summary::peel_key(a)) {
+        let alts = alternatives(&tail);
+        if alts.len() > 1 {
+            return alts
+                .into_iter()
+                .filter_map(|alt| eval::eval_str(alt, &Texts(w)))
+                .collect();
+        }
     }
     let Expr::Path(p) = super::summary::peel_key(a) else {
         return Vec::new();
@@ -2353,9 +2373,9 @@ fn prepared_from(e: &Expr) -> Option<&Expr> {
     }
 }
 
-/// The SQL inside a statement value (`Statement::from_string(DbBackend::Postgres, sql)`, also
-/// bound to a local first): the first of its arguments that is text.
-fn statement_sql(w: &Walker<'_, '_>, e: &Expr) -> Option<String> {
+/// The arguments of a statement built from its text (`Statement::from_string(DbBackend::Postgres,
+/// sql)`, also bound to a local first); none for one built for SQLite.
+fn statement_args<'e>(w: &Walker<'e, '_>, e: &'e Expr) -> Option<Vec<&'e Expr>> {
     let mut cur = e;
     for _ in 0..8 {
         cur = match cur {
@@ -2376,7 +2396,7 @@ fn statement_sql(w: &Walker<'_, '_>, e: &Expr) -> Option<String> {
                 }) {
                     return None;
                 }
-                return c.args.iter().find_map(|a| eval::eval_str(a, &Texts(w)));
+                return Some(c.args.iter().collect());
             }
             _ => return None,
         };

@@ -1110,8 +1110,46 @@ impl FieldInits {
         struct Collect {
             out: HashMap<(String, String), Vec<String>>,
             self_ty: Option<String>,
+            /// The text-valued locals of the function being visited, by name: a field given
+            /// one (`let lock_query = format!(..); Self { db, lock_query }`) is given its text.
+            locals: HashMap<String, String>,
+        }
+        impl Collect {
+            fn in_fn(&mut self, visit: impl FnOnce(&mut Self)) {
+                let saved = std::mem::take(&mut self.locals);
+                visit(self);
+                self.locals = saved;
+            }
         }
         impl<'ast> Visit<'ast> for Collect {
+            fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+                self.in_fn(|c| syn::visit::visit_item_fn(c, f));
+            }
+            fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+                self.in_fn(|c| syn::visit::visit_impl_item_fn(c, f));
+            }
+            fn visit_local(&mut self, l: &'ast syn::Local) {
+                syn::visit::visit_local(self, l);
+                let name = match &l.pat {
+                    syn::Pat::Ident(i) => Some(i.ident.to_string()),
+                    syn::Pat::Type(t) => match &*t.pat {
+                        syn::Pat::Ident(i) => Some(i.ident.to_string()),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                if let Some(name) = name {
+                    match l.init.as_ref().filter(|i| stringy(&i.expr)) {
+                        Some(init) => {
+                            let text = quote::ToTokens::to_token_stream(&init.expr).to_string();
+                            self.locals.insert(name, text);
+                        }
+                        None => {
+                            self.locals.remove(&name);
+                        }
+                    }
+                }
+            }
             fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
                 let saved = self.self_ty.take();
                 if let syn::Type::Path(p) = &*i.self_ty {
@@ -1131,8 +1169,18 @@ impl FieldInits {
                         let syn::Member::Named(field) = &f.member else {
                             continue;
                         };
-                        if stringy(&f.expr) {
-                            let text = quote::ToTokens::to_token_stream(&f.expr).to_string();
+                        let local = match &f.expr {
+                            Expr::Path(p) => p
+                                .path
+                                .get_ident()
+                                .and_then(|id| self.locals.get(&id.to_string()))
+                                .cloned(),
+                            _ => None,
+                        };
+                        if let Some(text) = local.or_else(|| {
+                            stringy(&f.expr)
+                                .then(|| quote::ToTokens::to_token_stream(&f.expr).to_string())
+                        }) {
                             if text.to_ascii_lowercase().contains("lock") {
                                 self.out
                                     .entry((name.clone(), field.to_string()))
@@ -1156,6 +1204,7 @@ impl FieldInits {
         let mut c = Collect {
             out: HashMap::new(),
             self_ty: None,
+            locals: HashMap::new(),
         };
         c.visit_file(file);
         FieldInits(c.out)

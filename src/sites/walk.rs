@@ -959,9 +959,10 @@ impl<'a, 'c> Walker<'a, 'c> {
             .next()
             .unwrap_or("");
         (root == "self" || self.copied_from_receiver(root))
-            && self.cx.packs.packs[pack].calls.iter().any(|d| {
-                d.kind.is_acquisition() && d.returns_type.as_deref() == Some(ty.as_str())
-            })
+            && self.cx.packs.packs[pack]
+                .calls
+                .iter()
+                .any(|d| d.kind.is_acquisition() && d.returns_type.as_deref() == Some(ty.as_str()))
     }
 
     fn set_use(&mut self, e: &'a Expr, u: Use<'a>) {
