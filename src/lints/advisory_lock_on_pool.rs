@@ -73,6 +73,11 @@ pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {
     let Some(pool) = site.pool.as_deref() else {
         return on_lent_connection(c);
     };
+    // A helper's call given the pool (`try_lock(&pool, key)`): the statement inside, where the
+    // pool runs it, is the one reported.
+    if site.via.is_some() {
+        return None;
+    }
     let short = pool.rsplit("::").next().unwrap_or(pool);
     let (message, help) = if site.fencing == Fencing::Transaction {
         (

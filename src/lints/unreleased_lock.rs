@@ -41,8 +41,10 @@ use crate::sites::Fencing;
 /// reported only when the same function releases it on some paths and not on others: such locks
 /// are often released by another function. A session advisory lock ends with its session, except
 /// on a connection a pool lent (`pool.acquire()`, deadpool, bb8) or taken by a statement run on
-/// the pool itself (`execute(&pool)`, also `advisory-lock-on-pool`): dropped on an early `?`, that
-/// connection goes back to the pool still holding the lock, so the path is reported.
+/// the pool itself (`execute(&pool)`, also `advisory-lock-on-pool`; or by a helper given the pool,
+/// `try_lock(&pool, key)`): dropped on an early `?`, that connection goes back to the pool still
+/// holding the lock, so the path is reported. A pool's type is known from a signature, or from
+/// how it was built (`PgPool::connect(url)`, `PgPoolOptions::new()….connect_with(opts)`).
 pub struct UnreleasedLock;
 
 pub fn check(c: &Classified, _: &RuleOptions) -> Option<Violation> {

@@ -1315,6 +1315,13 @@ fn build<'a>(
         if let Some(conn) = info.session_arg.and_then(|i| args.get(i)) {
             m.session_on = super::walk::local_named(conn);
             m.checkout = m.session_on.clone().filter(|n| w.checkouts.contains(n));
+            // A pool passed where the helper runs its statement (`try_lock(&pool, key)` running
+            // `fetch_one(pool)`): the lock stays on whichever connection served it.
+            let pools = &w.cx.packs.packs[m.pack].pack.pools;
+            m.pool = w
+                .type_of(conn)
+                .map(|t| t.peeled().path.clone())
+                .filter(|p| pools.iter().any(|pool| pool == p));
         }
         // A lock left in the store or in the receiver is known by its key argument or by the
         // receiver, never by the value the call returns.

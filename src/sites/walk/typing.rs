@@ -596,6 +596,12 @@ impl<'a, 'c> Walker<'a, 'c> {
     /// type or an item of the program (not every builder builds its own type; those that do
     /// not are left unknown).
     pub(super) fn built_by(&self, m: &syn::ExprMethodCall) -> Option<Ty> {
+        // An options value of a described library, set up by methods that hand it back and
+        // finished by one its pack names (`PgPoolOptions::new().max_connections(5)
+        // .connect_with(opts).await?` is a `PgPool`).
+        if let Some(t) = self.finished_options(m) {
+            return Some(t);
+        }
         if !matches!(
             m.method.to_string().as_str(),
             "build" | "connect" | "finish" | "open" | "create" | "build_async" | "connect_lazy"
@@ -634,6 +640,36 @@ impl<'a, 'c> Walker<'a, 'c> {
                 _ => return None,
             }
         }
+    }
+}
+
+impl Walker<'_, '_> {
+    /// See [`Walker::built_by`]: the type the pack says `m` finishes the chain's root into,
+    /// when the root is a library type's `new`/`default`.
+    fn finished_options(&self, m: &syn::ExprMethodCall) -> Option<Ty> {
+        let mut cur = &*m.receiver;
+        let root = loop {
+            match cur {
+                Expr::MethodCall(inner) => cur = &inner.receiver,
+                Expr::Paren(p) => cur = &p.expr,
+                Expr::Call(c) => break c,
+                _ => return None,
+            }
+        };
+        let Expr::Path(f) = &*root.func else {
+            return None;
+        };
+        let path = self.resolve(&f.path);
+        let (parent, last) = path.rsplit_once("::")?;
+        if !matches!(last, "new" | "default") {
+            return None;
+        }
+        let (_, canon) = self.cx.packs.type_of_path(parent)?;
+        self.cx
+            .packs
+            .method_returns
+            .get(&(canon.clone(), m.method.to_string()))
+            .map(|t| Ty::simple(t.clone()))
     }
 }
 
