@@ -153,6 +153,7 @@ pub(super) fn held_after(
     key: Option<&HashSet<String>>,
     body: &syn::Block,
     ops: &LockCalls<'_>,
+    handle: bool,
 ) -> Option<Held> {
     // A guard that is not handed back is released when it drops, and a scoped wrapper's call
     // releases before it returns: neither stays held after the function.
@@ -169,6 +170,11 @@ pub(super) fn held_after(
     // the caller lent.
     if site.sql || site.leaked {
         return (!flow.params.is_empty() || flow.has_receiver).then_some(Held::Session);
+    }
+    // A lock value bound here and dropped (`let lock = rl.lock(key, ttl).await?;` with no
+    // `unlock(&lock)`): the caller gets no handle to release it with, whatever key it passed.
+    if handle && !names.is_empty() {
+        return None;
     }
     match key {
         Some(k) if !k.is_empty() && !k.iter().all(|n| is_constant_name(n)) => flow.source_of(k),

@@ -947,6 +947,17 @@ impl<'a, 'c> Walker<'a, 'c> {
         f.1
     }
 
+    /// Does every release pack `pack` describes take the lock value rather than a key
+    /// (`unlock(&lock)`)? Such a value dropped leaves its caller nothing to release with.
+    fn releases_by_handle(&self, pack: usize) -> bool {
+        let mut releases = self.cx.packs.packs[pack]
+            .calls
+            .iter()
+            .filter(|d| d.kind == crate::packs::CallKind::Release && d.via.is_none())
+            .peekable();
+        releases.peek().is_some() && releases.all(|d| d.key_arg.is_none() && d.script.is_none())
+    }
+
     /// Is `key` the receiver's own (`self.key`, `key` copied from it) in a method of a type that
     /// an acquisition of pack `pack` hands out? A guard's key is the lock's key.
     fn key_of_handed_out_guard(&self, pack: usize, key: Option<&str>) -> bool {
@@ -2228,6 +2239,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                         .get(&region::start_of(self.out.sites[idx].span)),
                     body,
                     &own,
+                    h.handle && self.releases_by_handle(self.out.sites[idx].pack),
                 )
             {
                 let pipeline = self.pipe_via(Some(flow), idx);
