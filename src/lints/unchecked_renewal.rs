@@ -63,7 +63,10 @@ use crate::sites::{Failure, Ttl};
 /// local named as the field a lock of the same type is keyed by: `SET self.task_key NX` in one
 /// method, `PEXPIRE task_key` in another), when its text (or the
 /// initialiser of the local it is) mentions `lock`, or when it is the caller's key in a function
-/// named for a lock (`renew_lock`, `unlock`). A failure branch that only logs is not held
+/// named for a lock (`renew_lock`, `unlock`); but not a key named for a lock whose namespace
+/// none of the file's locks uses (`login_lock:{email}`, an account lock-out marker, beside `SET
+/// register_lock:{email} NX`), nor a counter's `EXPIRE` after its `INCR` (a rate-limit window).
+/// A failure branch that only logs is not held
 /// against a round that goes on to test what it renewed and leaves when that is no longer held
 /// (`if !lease.is_held_for(margin) { cancel(); return }`), whatever that test is worth.
 pub struct UncheckedRenewal;
@@ -77,10 +80,38 @@ pub(crate) fn lock_key(view: &FileView<'_>, e: &Event) -> bool {
 
 /// [`lock_key`] over a file's sites before they are classified.
 pub(crate) fn lock_key_among<'s>(
-    mut sites: impl Iterator<Item = &'s crate::sites::Site>,
+    sites: impl Iterator<Item = &'s crate::sites::Site>,
     e: &Event,
 ) -> bool {
-    e.key.is_some() && (e.key_says_lock || sites.any(|s| same_key(s, e)))
+    let Some(key) = &e.key else { return false };
+    let sites: Vec<&crate::sites::Site> = sites.collect();
+    if sites.iter().any(|s| same_key(s, e)) {
+        return true;
+    }
+    // A key whose name says lock, built from a template that none of the file's locks use
+    // (`login_lock:{email}`, an account lock-out marker, beside `SET register_lock:{email} NX`):
+    // the file's locks are known, and this is not one of them.
+    let elsewhere = template_prefix(key).is_some_and(|own| {
+        let known: Vec<&str> = sites
+            .iter()
+            .filter(|s| !s.key_is_prefix)
+            .filter_map(|s| s.key.as_deref().and_then(template_prefix))
+            .collect();
+        !known.is_empty() && known.iter().all(|k| *k != own)
+    });
+    e.key_says_lock && !elsewhere
+}
+
+/// The namespace of an evaluated key (`register_lock:` of `register_lock:?`, `lock:` of
+/// `lock:two`): its text up to the first separator, when the key was evaluated (no expression
+/// syntax) and that text is fixed.
+fn template_prefix(key: &str) -> Option<&str> {
+    if key.contains(['&', '(', ' ', '.', '{']) || key.starts_with("self") {
+        return None;
+    }
+    let end = key.find([':', '/'])?;
+    let prefix = &key[..=end];
+    (!prefix.contains('?')).then_some(prefix)
 }
 
 /// The event acts on the site's key: the same literal, or the same expression in the same

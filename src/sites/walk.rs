@@ -947,6 +947,52 @@ impl<'a, 'c> Walker<'a, 'c> {
         f.1
     }
 
+    /// Is the key `key` (as written) incremented earlier in the function (`cmd("INCR").arg(key)`,
+    /// `con.incr(key, 1)`)? The key is a counter.
+    fn counted_before(&self, key: &Expr, at: Span) -> bool {
+        struct Find {
+            key: String,
+            before: Pos,
+            found: bool,
+        }
+        fn text(e: &Expr) -> String {
+            quote::ToTokens::to_token_stream(summary::peel_key(e))
+                .to_string()
+                .replace(' ', "")
+        }
+        fn counting_cmd(e: &Expr) -> bool {
+            match e {
+                Expr::Call(c) => c.args.first().is_some_and(|a| {
+                    matches!(a, Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. })
+                        if matches!(s.value().to_ascii_uppercase().as_str(), "INCR" | "INCRBY" | "INCRBYFLOAT" | "HINCRBY"))
+                }),
+                Expr::MethodCall(m) => counting_cmd(&m.receiver),
+                _ => false,
+            }
+        }
+        impl<'ast> Visit<'ast> for Find {
+            fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+                let name = m.method.to_string();
+                let first_is_key = m.args.first().is_some_and(|a| text(a) == self.key);
+                let counts = first_is_key
+                    && (matches!(name.as_str(), "incr" | "incr_by" | "hincr" | "hincr_by")
+                        || name == "arg" && counting_cmd(&m.receiver));
+                if counts && region::start_of(Span::of(m)) < self.before {
+                    self.found = true;
+                }
+                syn::visit::visit_expr_method_call(self, m);
+            }
+        }
+        let Some(body) = self.body else { return false };
+        let mut f = Find {
+            key: text(key),
+            before: region::start_of(at),
+            found: false,
+        };
+        f.visit_block(body);
+        f.found
+    }
+
     /// Does every release pack `pack` describes take the lock value rather than a key
     /// (`unlock(&lock)`)? Such a value dropped leaves its caller nothing to release with.
     fn releases_by_handle(&self, pack: usize) -> bool {
@@ -1170,6 +1216,13 @@ impl<'a, 'c> Walker<'a, 'c> {
             && m.kind == crate::packs::CallKind::Renew
         {
             m.kind = crate::packs::CallKind::TryAcquire;
+        }
+        // `INCR key` then `EXPIRE key window`: a counter given its window (a rate limit), not a
+        // lock kept alive.
+        if m.kind == crate::packs::CallKind::Renew
+            && m.key.is_some_and(|k| self.counted_before(k, m.span))
+        {
+            return;
         }
         let failure = match &m.pipeline {
             // A lock command in a pipeline: its reply is judged where the pipeline runs.
