@@ -55,10 +55,10 @@ use crate::report::{Edit, Fix};
 /// ## Known limits
 /// A key counts as a lock's key when a lock in the same file uses it, or when its text (or the
 /// initialiser of the local it is) mentions `lock`, unless the file's locks all live under
-/// other namespaces (`login_lock:{email}` deleted beside `SET register_lock:{email} NX`). A delete inside an `if` that compares a `GET`
-/// of the key with a value (`if cache.get(key)? == Some(token) { cache.del(key) }`) counts as
-/// checked, although the two commands are not atomic: the lock can expire and pass to another
-/// holder between them.
+/// other namespaces (`login_lock:{email}` deleted beside `SET register_lock:{email} NX`). A
+/// delete inside an `if` that compares a `GET` of the key with a value (`if cache.get(key)? ==
+/// Some(token) { cache.del(key) }`) counts as checked, although the two commands are not
+/// atomic: the lock can expire and pass to another holder between them.
 pub struct UncheckedRelease;
 
 pub fn check(view: &FileView<'_>, _: &RuleOptions) -> Vec<Violation> {

@@ -66,9 +66,9 @@ use crate::sites::{Failure, Ttl};
 /// named for a lock (`renew_lock`, `unlock`); but not a key named for a lock whose namespace
 /// none of the file's locks uses (`login_lock:{email}`, an account lock-out marker, beside `SET
 /// register_lock:{email} NX`), nor a counter's `EXPIRE` after its `INCR` (a rate-limit window).
-/// A failure branch that only logs is not held
-/// against a round that goes on to test what it renewed and leaves when that is no longer held
-/// (`if !lease.is_held_for(margin) { cancel(); return }`), whatever that test is worth.
+/// A failure branch that only logs is not held against a round that goes on to test what it
+/// renewed and leaves when that is no longer held (`if !lease.is_held_for(margin) { cancel();
+/// return }`), whatever that test is worth.
 pub struct UncheckedRenewal;
 
 /// Is the event's key a lock's key? A literal key used by a lock anywhere in the file, a key

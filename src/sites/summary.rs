@@ -145,6 +145,7 @@ impl FnFlow {
 /// the connection's session).
 /// `from`: where work would run under the lock (a lock known by its key after a `match` on the
 /// reply has its region start after the `match`, but the success arm's work runs under it too).
+/// `handle`: the lock is a value its library releases by that value alone (`unlock(&lock)`).
 #[allow(clippy::too_many_arguments)] // the holding's parts, as the walk has them
 pub(super) fn held_after(
     flow: &FnFlow,
