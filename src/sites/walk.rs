@@ -234,6 +234,13 @@ fn fn_path(imports: &Imports, self_ty: Option<&Ty>, name: &str) -> String {
     parts.join("::")
 }
 
+/// The name a key expression starts from (`key` of `key.as_str()`, `self` of `self.key`).
+fn key_root(key: &str) -> &str {
+    key.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .next()
+        .unwrap_or("")
+}
+
 /// A function's syntax: its signature, body, and the generics of the impl or trait around it.
 struct FnSource<'a> {
     sig: &'a syn::Signature,
@@ -1010,11 +1017,7 @@ impl<'a, 'c> Walker<'a, 'c> {
         let (Some((ty, _)), Some(key)) = (&self.method, key) else {
             return false;
         };
-        let root = key
-            .trim_start_matches('&')
-            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-            .next()
-            .unwrap_or("");
+        let root = key_root(key.trim_start_matches('&'));
         (root == "self" || self.copied_from_receiver(root))
             && self.cx.packs.packs[pack]
                 .calls
@@ -2419,11 +2422,7 @@ impl<'a, 'c> Walker<'a, 'c> {
                     // (A local copied from the receiver, `let key = self.key.clone()` in a
                     // guard's `Drop`, is the receiver's own key.)
                     let unknown_key = e.key.as_deref().is_some_and(|k| {
-                        let root = k
-                            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-                            .next()
-                            .unwrap_or("");
-                        !self.copied_from_receiver(root)
+                        !self.copied_from_receiver(key_root(k))
                             && (k.contains('(')
                                 || k.contains('!')
                                 || syn::parse_str::<syn::Ident>(k).is_ok_and(|id| {
